@@ -1,0 +1,50 @@
+# groupcoord: two commands on a fresh machine: `make run` and `make test`.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+LISTEN  ?= 127.0.0.1:9092
+DATA    ?= ./data
+METRICS ?= 127.0.0.1:9108
+# Where test peers (Java client jars, tansu, kafkajs) are unpacked; outside git.
+PEERS   ?= .cache/peers
+
+.PHONY: run test unit lint bench peers venv clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# The runtime install: re-run whenever pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(BIN)/groupcoord serve --listen $(LISTEN) --data-dir $(DATA) --metrics-listen $(METRICS)
+
+# Real peers for the tests and benchmarks: the Java client, tansu, kafkajs.
+peers: $(VENV)/.installed-test
+	$(BIN)/python -m tests.peers install --dir $(PEERS)
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check coordinator protocol storage
+	$(BIN)/mypy
+
+test: lint peers
+	GROUPCOORD_PEERS=$(abspath $(PEERS)) $(BIN)/pytest -q -p no:cacheprovider
+
+unit: $(VENV)/.installed-test
+	$(BIN)/pytest -q -p no:cacheprovider -m "not clients"
+
+bench: peers
+	GROUPCOORD_PEERS=$(abspath $(PEERS)) $(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .cache build *.egg-info

@@ -1,0 +1,124 @@
+"""Things that happened inside the core, reported in Effects.events.
+
+Metrics, logs and (later) the history log are fed from these; the core never imports
+prometheus_client or logging handlers of its own. Names are in the past tense.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class RebalanceCause(enum.StrEnum):
+    MEMBER_JOINED = "member_joined"
+    MEMBER_LEFT = "member_left"
+    SESSION_EXPIRED = "session_expired"
+    METADATA_CHANGED = "metadata_changed"  # topic-hash change (KIP-1101 applied to classic groups)
+    PROTOCOL_CHANGED = "protocol_changed"  # a member rejoined with different protocols
+    LEADER_REJOINED = "leader_rejoined"
+    SYNC_EXPIRED = "sync_expired"  # pending-sync timeout: members never sent SyncGroup
+    STATIC_MEMBER_REPLACED = "static_member_replaced"
+    GROUP_MAX_SIZE = "group_max_size"
+    WRITE_FAILED = "write_failed"
+
+
+class LeaveReason(enum.StrEnum):
+    LEFT = "left"  # LeaveGroup
+    EXPIRED = "expired"  # session timeout
+    FENCED = "fenced"  # static member replaced by a new member id
+    NOT_REJOINED = "not_rejoined"  # dynamic member dropped at join completion
+    SYNC_EXPIRED = "sync_expired"  # never sent SyncGroup
+    MAX_SIZE = "max_size"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCreated:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDeleted:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberJoined:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberLeft:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    reason: LeaveReason
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceStarted:
+    group_id: str
+    cause: RebalanceCause
+    member_id: str | None  # the member that triggered it, if one did
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class JoinPhaseCompleted:
+    group_id: str
+    generation_id: int
+    protocol_name: str | None
+    members: int
+    started_ms: int  # when PreparingRebalance was entered
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceCompleted:
+    """The group reached Stable (or Empty) after a rebalance."""
+
+    group_id: str
+    generation_id: int
+    protocol_name: str | None
+    leader: str | None
+    members: int
+    cause: RebalanceCause
+    started_ms: int
+    join_completed_ms: int
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsCommitted:
+    group_id: str
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsExpired:
+    group_id: str
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsDeleted:
+    group_id: str
+    partitions: int
+
+
+Event = (
+    GroupCreated
+    | GroupDeleted
+    | MemberJoined
+    | MemberLeft
+    | RebalanceStarted
+    | JoinPhaseCompleted
+    | RebalanceCompleted
+    | OffsetsCommitted
+    | OffsetsExpired
+    | OffsetsDeleted
+)
