@@ -26,7 +26,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 venv: $(VENV)/.installed
 
 run: $(VENV)/.installed
-	$(BIN)/groupcoord serve --listen $(LISTEN) --data-dir $(DATA) --metrics-listen $(METRICS)
+	$(BIN)/groupcoord serve --listen $(LISTEN) --data-dir $(DATA) --metrics-listen $(METRICS) $(ARGS)
 
 # Real peers for the tests and benchmarks: the Java client, tansu, kafkajs.
 peers: $(VENV)/.installed-test

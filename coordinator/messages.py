@@ -1,9 +1,9 @@
 """Version-neutral commands and results: the contract between the wire and the core.
 
-`coordinator.adapters` turns a decoded kio request of any version into one of these commands and a
-result back into the kio response of the request's version. The core (`coordinator.core`) only ever
-sees these types, so it needs no knowledge of wire versions beyond the few behaviours Kafka ties to a
-version; those commands carry `api_version`.
+`coordinator.adapters` turns a decoded kio request of any version into one of these commands
+and a result back into the kio response of the request's version. The core (`coordinator.core`)
+only ever sees these types, so it needs no knowledge of wire versions beyond the few behaviours
+Kafka ties to a version; those commands carry `api_version`.
 
 Invariants:
 - Field names are Kafka's (`member_id`, `generation_id`, `group_instance_id`), units in names.

@@ -1,0 +1,166 @@
+"""The runtime: the only place where the core's Effects turn into I/O.
+
+For every request the server hands over, the runtime asks the core for Effects, persists their
+records, and only then releases the replies (STYLE.md: a response leaves only after the records it
+depends on are durable — Kafka's CoordinatorResult). Replies of a batch without records still wait
+for every record appended before them, so no client can read state that a crash would undo.
+
+It also owns the core's single timer: after each batch it re-arms one loop timer at the core's
+next deadline, and fires `core.expire(now_ms)` when it is due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+from coordinator.core import Effects, GroupCoordinator
+from coordinator.events import Event
+from coordinator.messages import Command, Result
+from coordinator.records import Record
+
+log = logging.getLogger("groupcoord.runtime")
+
+
+class Journal(Protocol):
+    """What the runtime needs of the log: ordered appends and a durability barrier."""
+
+    def append(self, records: list[Record]) -> int:
+        """Queue records in order; return a sequence number for `wait_durable`."""
+        ...
+
+    def durable_seq(self) -> int:
+        """Every append with a sequence number <= this is durable."""
+        ...
+
+    def last_seq(self) -> int:
+        """The sequence number of the latest append."""
+        ...
+
+    async def wait_durable(self, seq: int) -> None:
+        """Return once `seq` is durable; raise if the log could not make it durable."""
+        ...
+
+
+class MemoryJournal:
+    """A journal that keeps nothing: every append is 'durable' at once (tests, benchmarks)."""
+
+    def __init__(self) -> None:
+        self._seq = 0
+
+    def append(self, records: list[Record]) -> int:
+        self._seq += 1
+        return self._seq
+
+    def durable_seq(self) -> int:
+        return self._seq
+
+    def last_seq(self) -> int:
+        return self._seq
+
+    async def wait_durable(self, seq: int) -> None:
+        return None
+
+
+Responder = Callable[[int, Result], None]
+"""(reply_to, result) -> None: sends a result to whoever is waiting on reply_to."""
+
+Failer = Callable[[int, BaseException], None]
+"""(reply_to, error) -> None: the records a reply depended on could not be made durable."""
+
+EventSink = Callable[[Event], None]
+
+
+class Runtime:
+    def __init__(
+        self,
+        core: GroupCoordinator,
+        journal: Journal,
+        *,
+        respond: Responder,
+        fail: Failer,
+        events: EventSink | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self.core = core
+        self.journal = journal
+        self._respond = respond
+        self._fail = fail
+        self._events = events
+        self._loop = loop or asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline_ms: int | None = None
+        self._next_reply_to = 0
+        self._waiters: set[asyncio.Task[None]] = set()
+
+    def now_ms(self) -> int:
+        return int(self._loop.time() * 1000)
+
+    def new_reply_to(self) -> int:
+        self._next_reply_to += 1
+        return self._next_reply_to
+
+    def submit(self, reply_to: int, command: Command) -> None:
+        """Run one command through the core; its reply is delivered through `respond`."""
+        self.apply(self.core.handle(reply_to, command, self.now_ms()))
+
+    def apply(self, effects: Effects) -> None:
+        if self._events is not None:
+            for event in effects.events:
+                self._events(event)
+        journal = self.journal
+        seq = journal.append(effects.records) if effects.records else journal.last_seq()
+        if effects.replies:
+            if seq <= self.journal.durable_seq():
+                self._release(effects.replies)
+            else:
+                task = self._loop.create_task(self._release_when_durable(seq, effects.replies))
+                self._waiters.add(task)
+                task.add_done_callback(self._waiters.discard)
+        self._arm_timer()
+
+    def _release(self, replies: list[tuple[int, Result]]) -> None:
+        respond = self._respond
+        for reply_to, result in replies:
+            respond(reply_to, result)
+
+    async def _release_when_durable(self, seq: int, replies: list[tuple[int, Result]]) -> None:
+        try:
+            await self.journal.wait_durable(seq)
+        except Exception as exc:  # the log refused or failed: tell each waiter, never ack
+            log.error("log write failed; %d replies get a retriable error: %s", len(replies), exc)
+            for reply_to, _ in replies:
+                self._fail(reply_to, exc)
+            return
+        self._release(replies)
+
+    # -- the single timer ------------------------------------------------------------------------
+
+    def _arm_timer(self) -> None:
+        deadline = self.core.next_deadline_ms()
+        if deadline == self._timer_deadline_ms:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline_ms = deadline
+        if deadline is not None:
+            # +0.5 ms: the loop's float clock must not fire before the core's integer deadline.
+            self._timer = self._loop.call_at(deadline / 1000 + 0.0005, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline_ms = None
+        self.apply(self.core.expire(self.now_ms()))
+
+    async def drain(self) -> None:
+        """Wait until every reply held for durability has been released or failed."""
+        while self._waiters:
+            await asyncio.gather(*list(self._waiters), return_exceptions=True)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

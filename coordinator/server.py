@@ -1,0 +1,289 @@
+"""The asyncio server: accept connections, frame requests, route them, send responses in order.
+
+Rules (STYLE.md; Kafka's broker does the same by muting a channel while a request is in flight):
+- One request at a time per connection; responses leave in request order. Frames that arrive
+  while a request is in flight wait in the connection's buffer; reading pauses when that buffer is
+  large, so a client that pipelines without reading cannot grow our memory.
+- A parked JoinGroup/SyncGroup holds only its own connection; every other connection proceeds.
+- A peer that sends garbage (bad framing, oversized frames, unknown API keys or versions,
+  undecodable bodies) has its connection closed, with one log line; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from dataclasses import dataclass, field
+from typing import cast
+
+from kio.schema.errors import ErrorCode
+
+from coordinator import adapters, broker
+from coordinator.core import CoordinatorConfig, GroupCoordinator, MemberIdFactory
+from coordinator.messages import HeartbeatResult, Result
+from coordinator.runtime import Journal, MemoryJournal, Runtime
+from coordinator.topics import TopicCatalog
+from protocol import apis, codec
+from protocol.codec import RequestHeader
+from protocol.framing import FrameBuffer, FramingError
+
+log = logging.getLogger("groupcoord.server")
+
+_API_VERSIONS = 18
+_METADATA = 3
+_FIND_COORDINATOR = 10
+_LIST_OFFSETS = 2
+_FETCH = 1
+
+
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+
+
+@dataclass(slots=True)
+class ServerOptions:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+
+
+class Connection(asyncio.Protocol):
+    __slots__ = (
+        "_busy",
+        "_closed",
+        "_frames",
+        "_read_paused",
+        "_server",
+        "_transport",
+        "client_host",
+        "fetch_timer",
+        "peer",
+    )
+
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._frames = FrameBuffer(server.options.max_frame_bytes)
+        self._transport: asyncio.Transport | None = None
+        self._busy = False
+        self._closed = False
+        self._read_paused = False
+        self.client_host = "/unknown"
+        self.peer = "?"
+        self.fetch_timer: asyncio.TimerHandle | None = None
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        peername = transport.get_extra_info("peername")
+        if peername:
+            self.client_host = "/" + str(peername[0])  # Java's InetAddress.toString()
+            self.peer = f"{peername[0]}:{peername[1]}"
+        self._server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._frames.feed(data)
+        except FramingError as exc:
+            self.abort(f"bad framing: {exc}")
+            return
+        self._pump()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._server.connections.discard(self)
+        if self.fetch_timer is not None:
+            self.fetch_timer.cancel()
+            self.fetch_timer = None
+
+    # -- request flow ----------------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        while not self._busy and not self._closed:
+            try:
+                frame = self._frames.next_frame()
+            except FramingError as exc:
+                self.abort(f"bad framing: {exc}")
+                return
+            if frame is None:
+                break
+            self._busy = True
+            self._server.dispatch(self, frame)
+        self._flow_control()
+
+    def _flow_control(self) -> None:
+        if self._transport is None or self._closed:
+            return
+        buffered = self._frames.buffered_bytes
+        limit = self._server.read_pause_bytes
+        if not self._read_paused and buffered > limit:
+            self._read_paused = True
+            self._transport.pause_reading()
+        elif self._read_paused and buffered <= limit // 2:
+            self._read_paused = False
+            self._transport.resume_reading()
+
+    def send(self, data: bytes) -> None:
+        """The response to the in-flight request; the next buffered request may start."""
+        if self._closed or self._transport is None:
+            return
+        self._transport.write(data)
+        self._busy = False
+        self._pump()
+
+    def abort(self, reason: str) -> None:
+        if self._closed:
+            return
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        self._server.protocol_errors += 1
+        self._closed = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    def close(self) -> None:
+        """Orderly close: flush what was written, then disconnect."""
+        if not self._closed and self._transport is not None:
+            self._closed = True
+            self._transport.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+class Server:
+    """Owns the listening socket, the connections, and routes each request."""
+
+    def __init__(
+        self,
+        options: ServerOptions,
+        catalog: TopicCatalog,
+        new_member_id: MemberIdFactory,
+        journal: Journal | None = None,
+        core: GroupCoordinator | None = None,
+    ) -> None:
+        self.options = options
+        self.catalog = catalog
+        self.connections: set[Connection] = set()
+        self.protocol_errors = 0
+        self.read_pause_bytes = max(1 << 20, min(options.max_frame_bytes, 16 << 20))
+        self._pending: dict[int, tuple[Connection, RequestHeader, object]] = {}
+        self.core = core or GroupCoordinator(
+            options.coordinator, catalog, new_member_id, epoch_offset_ms=0
+        )
+        self.journal = journal or MemoryJournal()
+        self.runtime: Runtime | None = None
+        self._server: asyncio.Server | None = None
+        self.advertised = broker.Advertised(options.advertised_host or options.host, options.port)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.runtime = Runtime(
+            self.core, self.journal, respond=self._respond, fail=self._fail, loop=loop
+        )
+        self._server = await loop.create_server(
+            lambda: Connection(self), self.options.host, self.options.port, reuse_address=True
+        )
+        sock = self._server.sockets[0]
+        host, port = sock.getsockname()[:2]
+        if self.options.port == 0:
+            self.options.port = port
+        advertised_host = self.options.advertised_host or host
+        if advertised_host in ("0.0.0.0", "::", ""):
+            advertised_host = socket.getfqdn()  # a wildcard bind is no address a client can use
+        self.advertised = broker.Advertised(advertised_host, port)
+        log.info("listening on %s:%d", host, port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        if self.runtime is not None:
+            await self.runtime.drain()
+            self.runtime.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    # -- routing ---------------------------------------------------------------------------------
+
+    def dispatch(self, conn: Connection, frame: bytes) -> None:
+        try:
+            header, request = codec.decode_request(frame)
+        except codec.UnsupportedVersion as exc:
+            if exc.header.api_key == _API_VERSIONS:
+                conn.send(codec.encode_api_versions_unsupported(exc.header))
+            else:
+                conn.abort(f"unsupported API {exc.header.api_key} v{exc.header.api_version}")
+            return
+        except codec.DecodeError as exc:
+            conn.abort(f"malformed request: {exc}")
+            return
+
+        api_key = header.api_key
+        if api_key in apis.GROUP_APIS:
+            command = adapters.to_command(header, request, conn.client_host)
+            if not isinstance(command, adapters.COMMAND_TYPES):
+                conn.send(codec.encode_response(header, command))  # the adapter answered it
+                return
+            assert self.runtime is not None
+            reply_to = self.runtime.new_reply_to()
+            self._pending[reply_to] = (conn, header, request)
+            self.runtime.submit(reply_to, command)
+        elif api_key == _API_VERSIONS:
+            conn.send(codec.encode_response(header, codec.api_versions_response(header, request)))
+        elif api_key == _METADATA:
+            response = broker.metadata_response(
+                header.api_version, request, self.catalog, self.advertised
+            )
+            conn.send(codec.encode_response(header, response))
+        elif api_key == _FIND_COORDINATOR:
+            response = broker.find_coordinator_response(
+                header.api_version, request, self.advertised
+            )
+            conn.send(codec.encode_response(header, response))
+        elif api_key == _LIST_OFFSETS:
+            response = broker.list_offsets_response(header.api_version, request, self.catalog)
+            conn.send(codec.encode_response(header, response))
+        elif api_key == _FETCH:
+            response, wait_ms = broker.fetch_response(header.api_version, request, self.catalog)
+            data = codec.encode_response(header, response)
+            if wait_ms <= 0:
+                conn.send(data)
+            else:
+                conn.fetch_timer = asyncio.get_running_loop().call_later(
+                    wait_ms / 1000, self._send_fetch, conn, data
+                )
+        else:  # advertised in the table but not routed: a bug, not the peer's fault
+            conn.abort(f"no handler for API {api_key}")
+
+    @staticmethod
+    def _send_fetch(conn: Connection, data: bytes) -> None:
+        conn.fetch_timer = None
+        conn.send(data)
+
+    def _respond(self, reply_to: int, result: Result) -> None:
+        entry = self._pending.pop(reply_to, None)
+        if entry is None:
+            return
+        conn, header, _ = entry
+        if conn.closed:
+            return
+        if type(result) is HeartbeatResult:
+            conn.send(codec.encode_heartbeat_response(header, result.error))
+        else:
+            conn.send(codec.encode_response(header, adapters.to_response(header, result)))
+
+    def _fail(self, reply_to: int, exc: BaseException) -> None:
+        """The records this reply depended on are not durable: answer with the error Kafka maps
+        a failed coordinator write to (reference §9.1), which clients retry on."""
+        entry = self._pending.pop(reply_to, None)
+        if entry is None:
+            return
+        conn, header, request = entry
+        if conn.closed:
+            return
+        response = adapters.error_response(header, request, ErrorCode.not_coordinator)
+        conn.send(codec.encode_response(header, response))

@@ -1,0 +1,70 @@
+"""The timer heap (reference §9): one live entry per member, lazy re-push, group timers."""
+
+from __future__ import annotations
+
+from coordinator.core import CoordinatorConfig
+from coordinator.joins import SESSION
+from tests.fakeclock import Harness
+
+
+def live_session_entries(h: Harness, member_id: str) -> int:
+    return sum(
+        1
+        for e in h.core._heap
+        if e[2] == SESSION and e[4] == member_id and h.core._session_owner(e) is not None
+    )
+
+
+def test_fresh_core_has_no_deadline_until_first_command() -> None:
+    h = Harness()
+    assert h.core.next_deadline_ms() is None
+    h.list_groups()
+    assert h.core.next_deadline_ms() == h.now + h.config.offsets_retention_check_interval_ms
+
+
+def test_at_most_one_live_session_entry_per_member() -> None:
+    h = Harness()
+    ids, _, gen = h.stable_group("g", 2)
+    for _ in range(50):
+        h.heartbeat("g", ids[0], gen)
+        h.advance(1_000)
+        h.heartbeat("g", ids[1], gen)
+    assert live_session_entries(h, ids[0]) == 1
+    assert live_session_entries(h, ids[1]) == 1
+
+
+def test_early_entry_is_pushed_again_with_real_deadline() -> None:
+    h = Harness()
+    ids, _, gen = h.stable_group("g", 1)
+    h.advance(5_000)
+    h.heartbeat("g", ids[0], gen)  # real deadline now + 10 000
+    deadline = h.now + 10_000
+    assert h.core.next_deadline_ms() == deadline  # the stale earlier entry was re-pushed
+    h.advance(9_999)
+    assert h.core.group("g").state == "Stable"  # type: ignore[union-attr]
+    h.advance(1)
+    assert h.core.group("g").state == "Empty"  # type: ignore[union-attr]
+
+
+def test_deleted_group_leaves_no_live_timers() -> None:
+    h = Harness(CoordinatorConfig(offsets_retention_check_interval_ms=10**9))
+    first = h.call(h.join_cmd("g"))
+    assert first.member_id
+    h.commit("x", {("orders", 0): 1})
+    h.advance(10_000)  # pending member expires; nothing else is live but retention
+    assert h.core.next_deadline_ms() == 1_000 + 10**9
+
+
+def test_retention_check_repeats_every_interval() -> None:
+    h = Harness(CoordinatorConfig(offsets_retention_check_interval_ms=1_000))
+    h.list_groups()
+    start = h.now
+    h.advance(3_500)
+    assert h.core.next_deadline_ms() == start + 4_000
+
+
+def test_expire_fires_timers_due_at_exactly_now() -> None:
+    h = Harness()
+    rt, _ = h.join_dynamic("g")
+    h.advance(3_000)
+    assert h.reply(rt) is not None
