@@ -1,0 +1,181 @@
+"""The one table of APIs this coordinator speaks, and the kio classes for each (api_key, version).
+
+Invariants:
+- `API_TABLE` is the single source of truth: ApiVersions is derived from it, the codec rejects any
+  (api_key, version) outside it, and the adapters only ever see versions inside it.
+- Advertise only what is fully implemented: a client picks the highest common version, so an
+  advertised but half-done version breaks it (tansu advertised everything and broke franz-go).
+- `first_flexible` is the first version using KIP-482 compact encoding and tagged fields; it selects
+  request header v2 / response header v1 (ApiVersions responses always use header v0, KIP-511).
+  The tests check it against kio's generated `__flexible__` for every advertised version.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from types import MappingProxyType, ModuleType
+from typing import Final
+
+__all__ = [
+    "APIS",
+    "API_TABLE",
+    "API_VERSIONS",
+    "DELETE_GROUPS",
+    "DESCRIBE_GROUPS",
+    "FETCH",
+    "FIND_COORDINATOR",
+    "GROUP_APIS",
+    "HEARTBEAT",
+    "JOIN_GROUP",
+    "LEAVE_GROUP",
+    "LIST_GROUPS",
+    "LIST_OFFSETS",
+    "METADATA",
+    "OFFSET_COMMIT",
+    "OFFSET_DELETE",
+    "OFFSET_FETCH",
+    "SYNC_GROUP",
+    "ApiSpec",
+    "is_flexible",
+    "is_supported",
+    "request_class",
+    "request_module",
+    "response_class",
+    "response_module",
+    "supported_ranges",
+]
+
+FETCH: Final = 1
+LIST_OFFSETS: Final = 2
+METADATA: Final = 3
+OFFSET_COMMIT: Final = 8
+OFFSET_FETCH: Final = 9
+FIND_COORDINATOR: Final = 10
+JOIN_GROUP: Final = 11
+HEARTBEAT: Final = 12
+LEAVE_GROUP: Final = 13
+SYNC_GROUP: Final = 14
+DESCRIBE_GROUPS: Final = 15
+LIST_GROUPS: Final = 16
+API_VERSIONS: Final = 18
+DELETE_GROUPS: Final = 42
+OFFSET_DELETE: Final = 47
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    api_key: int
+    name: str  # kio's schema package name, kio.schema.<name>.v<N>
+    min_version: int
+    max_version: int
+    first_flexible: int | None  # None: never flexible (OffsetDelete)
+
+    def flexible(self, version: int) -> bool:
+        return self.first_flexible is not None and version >= self.first_flexible
+
+
+# Version ranges: change them here and nowhere else. Sources: the reference §1.2 and kio 0.6.5.
+API_TABLE: Final[tuple[ApiSpec, ...]] = (
+    ApiSpec(FETCH, "fetch", 4, 12, 12),
+    ApiSpec(LIST_OFFSETS, "list_offsets", 1, 7, 6),
+    ApiSpec(METADATA, "metadata", 0, 12, 9),
+    ApiSpec(OFFSET_COMMIT, "offset_commit", 2, 9, 8),
+    ApiSpec(OFFSET_FETCH, "offset_fetch", 1, 9, 6),
+    ApiSpec(FIND_COORDINATOR, "find_coordinator", 0, 6, 3),
+    ApiSpec(JOIN_GROUP, "join_group", 0, 9, 6),
+    ApiSpec(HEARTBEAT, "heartbeat", 0, 4, 4),
+    ApiSpec(LEAVE_GROUP, "leave_group", 0, 5, 4),
+    ApiSpec(SYNC_GROUP, "sync_group", 0, 5, 4),
+    ApiSpec(DESCRIBE_GROUPS, "describe_groups", 0, 5, 5),
+    ApiSpec(LIST_GROUPS, "list_groups", 0, 5, 3),
+    ApiSpec(API_VERSIONS, "api_versions", 0, 4, 3),
+    ApiSpec(DELETE_GROUPS, "delete_groups", 0, 2, 2),
+    ApiSpec(OFFSET_DELETE, "offset_delete", 0, 0, None),
+)
+
+# The classic-group APIs, answered by the coordinator core through coordinator.adapters.
+GROUP_APIS: Final = frozenset(
+    {
+        OFFSET_COMMIT,
+        OFFSET_FETCH,
+        JOIN_GROUP,
+        HEARTBEAT,
+        LEAVE_GROUP,
+        SYNC_GROUP,
+        DESCRIBE_GROUPS,
+        LIST_GROUPS,
+        DELETE_GROUPS,
+        OFFSET_DELETE,
+    }
+)
+
+APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType({spec.api_key: spec for spec in API_TABLE})
+
+
+def supported_ranges() -> tuple[tuple[int, int, int], ...]:
+    """(api_key, min_version, max_version) for every advertised API, ordered by api_key."""
+    return tuple(
+        (spec.api_key, spec.min_version, spec.max_version)
+        for spec in sorted(API_TABLE, key=lambda s: s.api_key)
+    )
+
+
+def is_supported(api_key: int, version: int) -> bool:
+    spec = APIS.get(api_key)
+    return spec is not None and spec.min_version <= version <= spec.max_version
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    """Whether (api_key, version) uses KIP-482 flexible encoding; False for unknown APIs."""
+    spec = APIS.get(api_key)
+    return spec is not None and spec.flexible(version)
+
+
+def _check(api_key: int, version: int) -> ApiSpec:
+    spec = APIS.get(api_key)
+    if spec is None or not spec.min_version <= version <= spec.max_version:
+        raise KeyError(f"api {api_key} v{version} is not in API_TABLE")
+    return spec
+
+
+@cache
+def request_module(api_key: int, version: int) -> ModuleType:
+    """kio.schema.<api>.v<N>.request, for nested entity classes (e.g. JoinGroupRequestProtocol)."""
+    spec = _check(api_key, version)
+    return importlib.import_module(f"kio.schema.{spec.name}.v{version}.request")
+
+
+@cache
+def response_module(api_key: int, version: int) -> ModuleType:
+    """kio.schema.<api>.v<N>.response, for nested entity classes (e.g. JoinGroupResponseMember)."""
+    spec = _check(api_key, version)
+    return importlib.import_module(f"kio.schema.{spec.name}.v{version}.response")
+
+
+def _payload_class(module: ModuleType, suffix: str) -> type:
+    # kio names the payload class after the API: JoinGroupRequest, OffsetFetchResponse, ...
+    for name, value in vars(module).items():
+        if (
+            name.endswith(suffix)
+            and isinstance(value, type)
+            and value.__module__ == module.__name__
+        ):
+            kind = getattr(value, "__type__", None)
+            if kind is not None and kind.name == suffix.lower():
+                return value
+    raise LookupError(f"no {suffix} payload class in {module.__name__}")
+
+
+@cache
+def request_class(api_key: int, version: int) -> type:
+    """The kio request payload class; KeyError if (api_key, version) is not advertised."""
+    return _payload_class(request_module(api_key, version), "Request")
+
+
+@cache
+def response_class(api_key: int, version: int) -> type:
+    """The kio response payload class; KeyError if (api_key, version) is not advertised."""
+    return _payload_class(response_module(api_key, version), "Response")
