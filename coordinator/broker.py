@@ -25,10 +25,10 @@ from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
 
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from coordinator.topics import TopicCatalog, TopicInfo
+from protocol.apis import response_class
 
 NODE_ID = 0
 CLUSTER_ID = "groupcoord"
@@ -51,8 +51,8 @@ def _field_names(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in fields(cls))
 
 
-@cache
 def _nested(response_cls: type, name: str) -> type:
+    """A nested entity class of the same kio version module as the response class."""
     return getattr(sys.modules[response_cls.__module__], name)  # type: ignore[no-any-return]
 
 
@@ -60,10 +60,6 @@ def make(cls: type, **values: Any) -> Any:
     """Build a kio entity of any version from the fields that version has; the rest are dropped."""
     names = _field_names(cls)
     return cls(**{k: v for k, v in values.items() if k in names})
-
-
-def response_class(api_key: int, version: int) -> type:
-    return load_response_schema(api_key, version)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -228,6 +224,7 @@ def fetch_response(version: int, request: Any, catalog: TopicCatalog) -> tuple[A
     topic_cls = _nested(cls, "FetchableTopicResponse")
     partition_cls = _nested(cls, "PartitionData")
     topics = []
+    any_error = False
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
@@ -236,6 +233,7 @@ def fetch_response(version: int, request: Any, catalog: TopicCatalog) -> tuple[A
                 high_watermark = max(p.fetch_offset, 0)
             else:
                 error, high_watermark = ErrorCode.unknown_topic_or_partition, -1
+                any_error = True
             parts.append(
                 make(
                     partition_cls,
@@ -253,5 +251,7 @@ def fetch_response(version: int, request: Any, catalog: TopicCatalog) -> tuple[A
     response = make(
         cls, throttle_time=_ZERO, error_code=ErrorCode.none, session_id=0, responses=tuple(topics)
     )
-    wait_ms = int(request.max_wait.total_seconds() * 1000) if request.min_bytes > 0 else 0
+    # Kafka answers at once when a partition has an error, so the client re-reads metadata.
+    waits = request.min_bytes > 0 and not any_error
+    wait_ms = int(request.max_wait.total_seconds() * 1000) if waits else 0
     return response, max(0, min(wait_ms, 60_000))
