@@ -1,0 +1,211 @@
+"""Start, probe, sample and stop the servers under test (groupcoord and tansu) as subprocesses.
+
+Each server gets a fresh free port on 127.0.0.1 and a fresh temporary directory, is pinned to one
+core (the generator takes another), and is ready when a raw ApiVersions v0 round trip succeeds;
+every wait has a deadline and a dead process is reported with the tail of its log.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import wire
+
+REPO = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def peers_dir() -> Path:
+    return Path(os.environ.get("GROUPCOORD_PEERS") or REPO / ".cache" / "peers")
+
+
+def tansu_path() -> Path | None:
+    for p in (
+        os.environ.get("GROUPCOORD_TANSU"),
+        peers_dir() / "bin" / "tansu",
+        shutil.which("tansu"),
+    ):
+        if p and Path(p).is_file() and os.access(p, os.X_OK):
+            return Path(p)
+    return None
+
+
+def cores() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def raise_fd_limit() -> int:
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+@dataclass
+class Server:
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    workdir: Path
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def rss_kb(self) -> int:
+        """VmRSS from /proc/PID/status, in KiB."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+    def cpu_s(self) -> float:
+        """utime + stime of the whole process (all threads), in seconds."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def wait_ready(self, deadline_s: float = 30.0) -> None:
+        deadline = time.monotonic() + deadline_s
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = self.log_tail()
+                self.stop()  # removes the work directory
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{tail}")
+            try:
+                probe(self.port)
+                return
+            except OSError as e:
+                last = e
+                time.sleep(0.05)
+        tail = self.log_tail()
+        self.stop()
+        raise RuntimeError(f"{self.name} not ready in {deadline_s}s ({last}):\n{tail}")
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.proc.wait(timeout_s)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)  # the server leads its own session (start_new_session)
+        except (ProcessLookupError, PermissionError):
+            self.proc.send_signal(sig)
+
+
+def probe(port: int, timeout_s: float = 2.0) -> None:
+    """One ApiVersions v0 round trip over a plain socket; raises OSError if the server isn't up."""
+    with socket.create_connection((HOST, port), timeout=timeout_s) as s:
+        s.sendall(wire.frame(*wire.api_versions_v0(), 7))
+        data = b""
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4]):
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed during probe")
+            data += chunk
+        if int.from_bytes(data[4:8]) != 7:
+            raise ConnectionError("bad correlation id in probe")
+
+
+def _spawn(
+    name: str, argv: list[str], core: int | None, env: dict[str, str] | None = None
+) -> Server:
+    workdir = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
+    log = workdir / "server.log"
+    port = free_port()
+    argv = [a.replace("{port}", str(port)).replace("{dir}", str(workdir / "data")) for a in argv]
+    taskset = shutil.which("taskset")
+    if core is not None and taskset:
+        argv = [taskset, "-c", str(core), *argv]  # exec's the server: same pid, all threads pinned
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,  # its own process group: stop() signals the server only
+        )
+    if core is not None and not taskset:
+        os.sched_setaffinity(proc.pid, {core})
+    return Server(name, proc, port, workdir, log)
+
+
+def start_groupcoord(core: int | None, extra: list[str] | None = None) -> Server:
+    argv = [
+        sys.executable,
+        "-m",
+        "coordinator.cli",
+        "serve",
+        "--listen",
+        f"{HOST}:{{port}}",
+        "--data-dir",
+        "{dir}",
+        "--initial-rebalance-delay-ms",
+        "0",
+        "--session-timeout-min-ms",
+        "1000",
+        "--session-timeout-max-ms",
+        "300000",
+        "--metrics-listen",
+        f"{HOST}:{free_port()}",
+        *(extra or []),
+    ]
+    server = _spawn("groupcoord", argv, core, {"PYTHONUNBUFFERED": "1"})
+    server.wait_ready()
+    return server
+
+
+def start_null(core: int | None) -> Server:
+    """The calibration responder (bench/nullserver.py): the generator's ceiling on this machine."""
+    argv = [sys.executable, "-m", "bench.nullserver", "{port}", "--seconds", "900"]
+    server = _spawn("null", argv, core)
+    server.wait_ready()
+    return server
+
+
+def start_tansu(path: Path, core: int | None) -> Server:
+    url = f"tcp://{HOST}:{{port}}"
+    argv = [
+        str(path),
+        "broker",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        url,
+        "--storage-engine",
+        "memory://tansu/",
+    ]
+    server = _spawn("tansu", argv, core, {"RUST_LOG": "warn"})
+    server.wait_ready()
+    return server
