@@ -54,6 +54,7 @@ from coordinator.messages import (
     FetchedTopic,
     FetchTopic,
     Heartbeat,
+    HeartbeatResult,
     JoinGroup,
     LeaveGroup,
     ListedGroup,
@@ -102,6 +103,16 @@ class GroupCoordinator(GroupMachine):
         self._offsets = OffsetStore()
 
     # -- entry points ----------------------------------------------------------------------------
+
+    def heartbeat(self, command: Heartbeat, now_ms: int) -> HeartbeatResult:
+        """The hot path without Effects: a heartbeat writes no record and emits no event."""
+        return self._heartbeat(command, now_ms)
+
+    def earliest_timer_ms(self) -> int | None:
+        """The top of the timer heap, possibly a stale entry: O(1), for a cheap re-arm check.
+        `next_deadline_ms` is the exact answer."""
+        heap = self._heap
+        return heap[0][0] if heap else None
 
     def handle(self, reply_to: int, command: Command, now_ms: int) -> Effects:
         if type(command) is Heartbeat:  # hot path: no timers to arm, no dispatch

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from coordinator.core import Effects, GroupCoordinator
 from coordinator.events import Event
-from coordinator.messages import Command, Result
+from coordinator.messages import Command, Heartbeat, HeartbeatResult, Result
 from coordinator.records import Record
 
 log = logging.getLogger("groupcoord.runtime")
@@ -101,6 +101,18 @@ class Runtime:
     def new_reply_to(self) -> int:
         self._next_reply_to += 1
         return self._next_reply_to
+
+    def heartbeat(self, command: Heartbeat) -> HeartbeatResult:
+        """The hot path. A heartbeat writes no record and only moves session deadlines later, so
+        it needs neither the durability barrier nor a timer re-arm (an armed timer that fires
+        early finds nothing due). Kafka, too, answers heartbeats from memory."""
+        result = self.core.heartbeat(command, self.now_ms())
+        # A member without a live session timer gets one here; arm for it if it is the earliest.
+        earliest = self.core.earliest_timer_ms()
+        armed = self._timer_deadline_ms
+        if earliest is not None and (armed is None or earliest < armed):
+            self._arm_timer()
+        return result
 
     def submit(self, reply_to: int, command: Command) -> None:
         """Run one command through the core; its reply is delivered through `respond`."""

@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator import adapters, broker
 from coordinator.core import CoordinatorConfig, GroupCoordinator, MemberIdFactory
-from coordinator.messages import HeartbeatResult, Result
+from coordinator.messages import Heartbeat, Result
 from coordinator.runtime import Journal, MemoryJournal, Runtime
 from coordinator.topics import TopicCatalog
 from protocol import apis, codec
@@ -229,6 +229,10 @@ class Server:
                 conn.send(codec.encode_response(header, command))  # the adapter answered it
                 return
             assert self.runtime is not None
+            if type(command) is Heartbeat:
+                result = self.runtime.heartbeat(command)
+                conn.send(codec.encode_heartbeat_response(header, result.error))
+                return
             reply_to = self.runtime.new_reply_to()
             self._pending[reply_to] = (conn, header, request)
             self.runtime.submit(reply_to, command)
@@ -271,10 +275,7 @@ class Server:
         conn, header, _ = entry
         if conn.closed:
             return
-        if type(result) is HeartbeatResult:
-            conn.send(codec.encode_heartbeat_response(header, result.error))
-        else:
-            conn.send(codec.encode_response(header, adapters.to_response(header, result)))
+        conn.send(codec.encode_response(header, adapters.to_response(header, result)))
 
     def _fail(self, reply_to: int, exc: BaseException) -> None:
         """The records this reply depended on are not durable: answer with the error Kafka maps
