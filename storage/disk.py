@@ -1,0 +1,509 @@
+"""The local-disk log: segment files, group commit, fsync off the event loop, background compaction.
+
+Layout: DIR/<base offset, 20 digits>.log, one per segment, plus compaction's transient
+`.cleaned`/`.swap` files (storage/compaction.py) and `cleaner-offset-checkpoint` (a hint only).
+
+Invariants:
+- The event loop never touches the disk after `open`: `append` encodes entries into a pending
+  buffer; a flusher task hands the whole buffer to one I/O thread, which writes it and fsyncs once.
+  Appends that arrive while an fsync runs share the next one: that is the group commit.
+- `wait_durable(offset)` resolves only after a flush covering `offset` completed: an fsync for
+  policy `always`, the write(2) for `interval:<ms>` (it then survives a process crash, and an fsync
+  follows within the interval: the window a user accepts against power loss).
+- Only the last segment can have a torn tail: a segment is fsynced before the next one is created,
+  and the directory is fsynced after a create.
+- A failed write or fsync fails every waiter not yet durable with LogWriteError, drops the pending
+  buffer, and makes `append` raise LogUnavailableError until `recover()` has truncated the active
+  segment back to its last durable size and fsynced it. Durable bytes are never rewritten.
+- Compaction reads only inactive segments (already fsynced) on its own thread, so it never delays
+  an fsync, and swaps files with the crash-safe protocol of storage/compaction.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storage.compaction import (
+    CompactionStats,
+    StepHook,
+    compact_segments,
+    fsync_dir,
+    list_segments,
+    recover_directory,
+    segment_name,
+)
+from storage.entry import Damage, Entry, EntryReader, encode_entry
+from storage.log import KeyValue, LoadReport, LogUnavailableError, LogWriteError
+
+WriteFn = Callable[[int, bytes | memoryview], int]
+FsyncFn = Callable[[int], None]
+CHECKPOINT = "cleaner-offset-checkpoint"
+DEFAULT_SEGMENT_BYTES = 16 * 1024 * 1024
+
+
+def parse_policy(policy: str) -> int | None:
+    """'always' -> None; 'interval:<ms>' -> ms."""
+    if policy == "always":
+        return None
+    if policy.startswith("interval:") and policy[9:].isdigit() and int(policy[9:]) > 0:
+        return int(policy[9:])
+    raise ValueError(f"fsync policy must be 'always' or 'interval:<ms>', not {policy!r}")
+
+
+@dataclass(slots=True)
+class _Segment:
+    base: int
+    size: int  # bytes written and flushed
+
+
+@dataclass(slots=True)
+class _FlushResult:
+    new_segments: list[_Segment] = field(default_factory=list)
+    active_size: int = 0
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class DiskLog:
+    """Open with `await DiskLog.open(directory, ...)`; see storage/log.py for the contract."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        policy: str = "always",
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        delete_retention_ms: int = 86_400_000,
+        min_cleanable_dirty_ratio: float = 0.5,
+        auto_compact: bool = True,
+        fsync: FsyncFn = os.fsync,
+        write: WriteFn = os.write,
+        clock_ms: Callable[[], int] = _wall_ms,
+        compaction_step: StepHook | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self._interval_ms = parse_policy(policy)
+        self.segment_bytes = segment_bytes
+        self.delete_retention_ms = delete_retention_ms
+        self.min_cleanable_dirty_ratio = min_cleanable_dirty_ratio
+        self.auto_compact = auto_compact
+        self._fsync = fsync
+        self._write = write
+        self._clock_ms = clock_ms
+        self._compaction_step = compaction_step
+        self.load_report = LoadReport()
+        self.fsync_count = 0
+        self.compactions = 0
+        self._segments: list[_Segment] = []
+        self._clean_end = 0  # segments with base < this have been compacted
+        self._next_offset = 0
+        self._pending: list[bytes | int] = []  # bytes to write, or int = roll to that base
+        self._pending_end = -1  # last offset in _pending
+        self._active_logical = 0  # active segment size including pending bytes
+        self._written = -1
+        self._durable = -1
+        self._synced_upto = -1
+        self._failed: LogWriteError | None = None
+        self._sync_requested = False
+        self.compaction_error: BaseException | None = None
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._tiebreak = itertools.count()
+        self._fd = -1
+        self._tail_checked = False
+        self._io = ThreadPoolExecutor(1, thread_name_prefix="groupcoord-log-io")
+        self._cleaner = ThreadPoolExecutor(1, thread_name_prefix="groupcoord-log-cleaner")
+        self._work = asyncio.Event()
+        self._closed = False
+        self._flusher: asyncio.Task[None] | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._compaction: asyncio.Task[CompactionStats | None] | None = None
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, directory: str | Path, **options: object) -> DiskLog:
+        log = cls(Path(directory), **options)  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(log._io, log._open_files)
+        log._flusher = loop.create_task(log._flush_loop(), name="groupcoord-log-flusher")
+        if log._interval_ms is not None:
+            log._ticker = loop.create_task(log._interval_loop(), name="groupcoord-log-ticker")
+        return log
+
+    def _open_files(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.load_report.recovered_files = recover_directory(self.directory, fsync=self._fsync)
+        bases = list_segments(self.directory)
+        if not bases:
+            self._create_segment(0)
+            bases = [0]
+        for b in bases[:-1]:
+            self._segments.append(_Segment(b, (self.directory / segment_name(b)).stat().st_size))
+        # The last segment's tail is checked by the first replay (which reads it anyway: start-up
+        # reads every byte once) or, if something appends first, by `_check_tail` right then.
+        last = bases[-1]
+        self._segments.append(_Segment(last, (self.directory / segment_name(last)).stat().st_size))
+        self._next_offset = last
+        self.load_report.segments = len(self._segments)
+        self._clean_end = self._read_checkpoint()
+
+    def _check_tail(self, data: bytes | None = None, reader: EntryReader | None = None) -> None:
+        """Cut a torn tail off the last segment; learn the next offset. Runs once, at start-up."""
+        if self._tail_checked:
+            return
+        active = self._segments[-1]
+        path = self.directory / segment_name(active.base)
+        if reader is None:
+            reader = EntryReader(path.read_bytes() if data is None else data)
+            for _ in reader:
+                pass
+        if reader.tail_bytes:
+            # A torn tail: an append that never completed, so never acknowledged. Cut it off.
+            os.truncate(path, reader.valid_end)
+            self.load_report.truncated_tail_bytes = reader.tail_bytes
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        if reader.tail_bytes:
+            self._fsync(self._fd)
+        active.size = self._active_logical = reader.valid_end
+        self._next_offset = max(active.base, reader.last_offset + 1)
+        self._written = self._durable = self._synced_upto = self._next_offset - 1
+        self._pending_end = self._next_offset - 1
+        self._tail_checked = True
+
+    def _create_segment(self, base: int) -> int:
+        fd = os.open(
+            self.directory / segment_name(base), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
+        )
+        fsync_dir(self.directory, self._fsync)
+        return fd
+
+    def _read_checkpoint(self) -> int:
+        try:
+            return int((self.directory / CHECKPOINT).read_text().strip())
+        except (OSError, ValueError):
+            return 0
+
+    # -- appending -------------------------------------------------------------------------------
+
+    @property
+    def healthy(self) -> bool:
+        return self._failed is None
+
+    @property
+    def next_offset(self) -> int:
+        return self._next_offset
+
+    def append(self, entries: Sequence[KeyValue], *, timestamp_ms: int | None = None) -> int:
+        if self._failed is not None:
+            raise LogUnavailableError("log failed; recover() first") from self._failed
+        if self._closed:
+            raise LogUnavailableError("log closed")
+        if not self._tail_checked:
+            self._check_tail()  # appending before any replay: a one-off scan at start-up
+        if not entries:
+            return self._next_offset - 1
+        ts = self._clock_ms() if timestamp_ms is None else timestamp_ms
+        offset = self._next_offset
+        if self._active_logical >= self.segment_bytes:
+            self._pending.append(offset)  # roll: the next bytes go to a new segment
+            self._active_logical = 0
+        chunk = b"".join(encode_entry(offset + i, ts, k, v) for i, (k, v) in enumerate(entries))
+        self._pending.append(chunk)
+        self._active_logical += len(chunk)
+        self._next_offset = offset + len(entries)
+        self._pending_end = self._next_offset - 1
+        self._work.set()
+        return self._pending_end
+
+    async def wait_durable(self, offset: int) -> None:
+        if offset <= self._durable:
+            return
+        if self._failed is not None:
+            raise self._failed
+        if offset >= self._next_offset:
+            raise ValueError(f"offset {offset} was never appended")
+        fut = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (offset, next(self._tiebreak), fut))
+        await fut
+
+    async def append_durable(self, entries: Sequence[KeyValue]) -> int:
+        offset = self.append(entries)
+        await self.wait_durable(offset)
+        return offset
+
+    async def _interval_loop(self) -> None:
+        assert self._interval_ms is not None
+        while not self._closed:
+            await asyncio.sleep(self._interval_ms / 1000)
+            if self._written > self._synced_upto:
+                self._sync_requested = True
+                self._work.set()
+
+    async def _flush_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._work.wait()
+            self._work.clear()
+            if self._failed is not None:
+                if self._closed:
+                    return
+                continue
+            ops, self._pending = self._pending, []
+            upto = self._pending_end
+            sync = self._interval_ms is None or self._sync_requested or self._closed
+            self._sync_requested = False
+            if not ops and not (sync and upto > self._synced_upto):
+                if self._closed:
+                    return
+                continue
+            try:
+                result = await loop.run_in_executor(self._io, self._io_flush, ops, sync)
+            except Exception as exc:
+                self._fail(exc)
+                continue
+            self._segments.extend(result.new_segments)
+            self._segments[-1].size = result.active_size
+            # `interval`: written to the OS is enough to acknowledge (survives a process crash).
+            self._written = self._durable = upto
+            if sync:
+                self._synced_upto = upto
+            self._release_waiters()
+            if result.new_segments and self.auto_compact:
+                self.maybe_compact()
+            if self._pending:
+                self._work.set()
+            elif self._closed:
+                return
+
+    def _io_flush(self, ops: list[bytes | int], sync: bool) -> _FlushResult:
+        """On the I/O thread: write the ops in order, rolling segments; fsync if asked."""
+        result = _FlushResult(active_size=self._segments[-1].size)
+        for op in ops:
+            if isinstance(op, int):
+                self.fsync_count += 1
+                self._fsync(self._fd)  # the old segment is complete and durable before the roll
+                os.close(self._fd)
+                self._fd = self._create_segment(op)
+                result.new_segments.append(_Segment(op, 0))
+                result.active_size = 0
+                continue
+            view = memoryview(op)
+            while view:
+                n = self._write(self._fd, view)
+                view = view[n:]
+                result.active_size += n
+        if sync:
+            self.fsync_count += 1
+            self._fsync(self._fd)
+        return result
+
+    def _release_waiters(self) -> None:
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= self._durable:
+            fut = heapq.heappop(waiters)[2]
+            if not fut.done():
+                fut.set_result(None)
+
+    def _fail(self, exc: Exception) -> None:
+        self._failed = LogWriteError(f"log write failed: {exc!r}")
+        self._failed.__cause__ = exc
+        self._pending = []
+        for _, _, fut in self._waiters:
+            if not fut.done():
+                fut.set_exception(self._failed)
+        self._waiters = []
+
+    # -- recovery after a failure ----------------------------------------------------------------
+
+    async def recover(self) -> None:
+        """Health check: cut the failed batch off the active segment, fsync; then accept appends.
+
+        Raises (and the log stays failed) if the disk is still failing.
+        """
+        if self._failed is None:
+            return
+        await asyncio.get_running_loop().run_in_executor(self._io, self._io_recover)
+        self._active_logical = self._segments[-1].size
+        self._written = self._durable = self._synced_upto = self._next_offset - 1
+        self._pending_end = self._next_offset - 1  # offsets of the failed batch stay unused
+        self._failed = None
+
+    def _io_recover(self) -> None:
+        active = self._segments[-1]
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        self._fd = -1
+        for b in list_segments(self.directory):
+            if b > active.base:  # created by the failed flush
+                (self.directory / segment_name(b)).unlink()
+        path = self.directory / segment_name(active.base)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, active.size)
+            self._fsync(fd)
+            fsync_dir(self.directory, self._fsync)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    # -- replay ----------------------------------------------------------------------------------
+
+    def replay(self) -> Iterator[Entry]:
+        """Every entry in offset order. Call before appending, and not while compacting."""
+        if self._compaction is not None and not self._compaction.done():
+            raise RuntimeError("replay while compacting")
+        segments = list(self._segments)
+        for i, seg in enumerate(segments):
+            path = self.directory / segment_name(seg.base)
+            data = path.read_bytes()
+            reader = EntryReader(data)
+            yield from reader
+            self._account(reader, path.name)
+            if i == len(segments) - 1:
+                self._check_tail(data, reader)
+
+    async def replay_batches(self, batch_entries: int = 10_000) -> AsyncIterator[list[Entry]]:
+        """Replay without blocking the loop on the disk: each file is read on the I/O thread."""
+        loop = asyncio.get_running_loop()
+        segments = list(self._segments)
+        for i, seg in enumerate(segments):
+            path = self.directory / segment_name(seg.base)
+            data = await loop.run_in_executor(self._io, path.read_bytes)
+            reader = EntryReader(data)
+            batch: list[Entry] = []
+            for entry in reader:
+                batch.append(entry)
+                if len(batch) >= batch_entries:
+                    yield batch
+                    batch = []
+                    await asyncio.sleep(0)
+            if batch:
+                yield batch
+            self._account(reader, path.name)
+            if i == len(segments) - 1:
+                await loop.run_in_executor(self._io, self._check_tail, data, reader)
+
+    def _account(self, reader: EntryReader, name: str) -> None:
+        self.load_report.entries += reader.entries_read
+        if reader.tail_bytes and name != segment_name(self._segments[-1].base):
+            # an inactive segment is fsynced before the roll: invalid bytes at its end are damage
+            self.load_report.damages.append((name, Damage(reader.valid_end, reader.tail_bytes)))
+        self.load_report.damages.extend((name, d) for d in reader.damages)
+
+    # -- compaction ------------------------------------------------------------------------------
+
+    def dirty_ratio(self) -> float:
+        inactive = self._segments[:-1]
+        dirty = sum(s.size for s in inactive if s.base >= self._clean_end)
+        total = sum(s.size for s in inactive)
+        return dirty / total if total else 0.0
+
+    def maybe_compact(self) -> None:
+        """Start a background compaction if the dirty ratio calls for one (Kafka's cleaner)."""
+        if self._compaction is not None and not self._compaction.done():
+            return
+        if self._failed is None and self.dirty_ratio() >= self.min_cleanable_dirty_ratio:
+            self._compaction = asyncio.get_running_loop().create_task(self._compact_logged())
+
+    async def _compact_logged(self) -> CompactionStats | None:
+        try:
+            return await self._compact()
+        except Exception as exc:  # kept for the runtime to report; the log itself is repaired
+            self.compaction_error = exc
+            return None
+
+    async def wait_compaction(self) -> None:
+        """Wait for a background compaction (if one runs) to finish; its errors are not raised."""
+        if self._compaction is not None:
+            with contextlib.suppress(Exception):
+                await self._compaction
+
+    async def compact(self, *, force: bool = False) -> CompactionStats | None:
+        """Compact now if the dirty ratio calls for it (or `force`); raises if compaction fails."""
+        if self._compaction is not None and not self._compaction.done():
+            await self._compaction
+        if not force and self.dirty_ratio() < self.min_cleanable_dirty_ratio:
+            return None
+        self._compaction = asyncio.get_running_loop().create_task(self._compact())
+        return await self._compaction
+
+    async def _compact(self) -> CompactionStats | None:
+        inactive = list(self._segments[:-1])
+        if not inactive:
+            return None
+        bases = [s.base for s in inactive]
+        end = self._segments[len(inactive)].base
+        step = self._compaction_step or (lambda _: None)
+        loop = asyncio.get_running_loop()
+        try:
+            size, stats = await loop.run_in_executor(
+                self._cleaner,
+                lambda: compact_segments(
+                    self.directory, bases, end, self._clock_ms(), self.delete_retention_ms,
+                    fsync=self._fsync, step=step,
+                ),
+            )  # fmt: skip
+        except Exception:
+            # Finish or roll back the swap (whichever side of its commit point we stopped on)
+            # and re-read the inactive segments, so replay and the next compaction see the disk.
+            fresh = await loop.run_in_executor(self._cleaner, self._repair_inactive, end)
+            self._segments[: len(inactive)] = fresh
+            raise
+        self._segments[: len(inactive)] = [_Segment(bases[0], size)]
+        self._clean_end = end
+        await loop.run_in_executor(self._cleaner, self._write_checkpoint)
+        self.compactions += 1
+        return stats
+
+    def _repair_inactive(self, end: int) -> list[_Segment]:
+        recover_directory(self.directory, fsync=self._fsync)
+        return [
+            _Segment(b, (self.directory / segment_name(b)).stat().st_size)
+            for b in list_segments(self.directory)
+            if b < end
+        ]
+
+    def _write_checkpoint(self) -> None:
+        tmp = self.directory / (CHECKPOINT + ".tmp")
+        tmp.write_text(f"{self._clean_end}\n")
+        os.replace(tmp, self.directory / CHECKPOINT)
+
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Flush what is pending (fsync), wait for a running compaction, release the files."""
+        if self._closed:
+            return
+        self._closed = True
+        self._sync_requested = True
+        if self._compaction is not None:
+            with contextlib.suppress(Exception):
+                await self._compaction
+        self._work.set()
+        if self._flusher is not None:
+            with contextlib.suppress(Exception):
+                await self._flusher
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._io.shutdown(wait=True)
+        self._cleaner.shutdown(wait=True)
