@@ -17,8 +17,11 @@ import uuid
 from collections.abc import Sequence
 
 from coordinator.core import CoordinatorConfig
+from coordinator.journal import DiskJournal
 from coordinator.server import DEFAULT_MAX_FRAME_BYTES, Server, ServerOptions
 from coordinator.topics import TopicCatalog, TopicInfo, parse_topic_spec
+from storage.disk import DiskLog, parse_policy
+from storage.dump import dump
 
 log = logging.getLogger("groupcoord")
 
@@ -95,7 +98,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--metrics-listen", default="127.0.0.1:9108", help="HOST:PORT for /metrics ('' = off)"
     )
+    serve.add_argument(
+        "--fsync",
+        default="always",
+        help="'always' (a reply waits for the fsync of its records; concurrent writes share one) "
+        "or 'interval:<ms>' (a reply waits for the OS write; fsync within <ms>)",
+    )
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+
+    log_cmd = sub.add_parser("log", help="inspect the group log")
+    log_sub = log_cmd.add_subparsers(dest="log_command", required=True)
+    dump_cmd = log_sub.add_parser("dump", help="print every record, like kafka-dump-log")
+    dump_cmd.add_argument("data_dir", metavar="DATA_DIR")
     return parser
 
 
@@ -132,8 +146,15 @@ def options_from_args(args: argparse.Namespace) -> tuple[ServerOptions, TopicCat
     return options, TopicCatalog(tuple(topics))
 
 
-async def serve(options: ServerOptions, catalog: TopicCatalog, metrics_listen: str) -> None:
-    server = Server(options, catalog, new_member_id)
+async def serve(
+    options: ServerOptions,
+    catalog: TopicCatalog,
+    metrics_listen: str,
+    data_dir: str,
+    fsync: str,
+) -> None:
+    disk = await DiskLog.open(data_dir, policy=fsync)
+    server = Server(options, catalog, new_member_id, journal=DiskJournal(disk))
     await server.start()
     if metrics_listen:
         from prometheus_client import start_http_server
@@ -147,25 +168,34 @@ async def serve(options: ServerOptions, catalog: TopicCatalog, metrics_listen: s
     await stop.wait()
     log.info("shutting down")
     await server.stop()
+    await disk.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        level=getattr(logging, str(getattr(args, "log_level", "INFO")).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     if args.command == "serve":
         try:
             options, catalog = options_from_args(args)
+            try:
+                parse_policy(args.fsync)
+            except ValueError as exc:
+                raise ValueError(f"--fsync: {exc}") from None
         except ValueError as exc:
             print(f"groupcoord: {exc}", file=sys.stderr)
             return 2
         import uvloop
 
         with contextlib.suppress(KeyboardInterrupt):
-            uvloop.run(serve(options, catalog, args.metrics_listen))
+            uvloop.run(serve(options, catalog, args.metrics_listen, args.data_dir, args.fsync))
+        return 0
+    if args.command == "log":
+        for line in dump(args.data_dir):
+            print(line)
         return 0
     return 2
 

@@ -82,6 +82,7 @@ class Runtime:
         respond: Responder,
         fail: Failer,
         events: EventSink | None = None,
+        on_write_failure: Callable[[BaseException], None] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.core = core
@@ -89,6 +90,7 @@ class Runtime:
         self._respond = respond
         self._fail = fail
         self._events = events
+        self._on_write_failure = on_write_failure
         self._loop = loop or asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline_ms: int | None = None
@@ -123,7 +125,12 @@ class Runtime:
             for event in effects.events:
                 self._events(event)
         journal = self.journal
-        seq = journal.append(effects.records) if effects.records else journal.last_seq()
+        try:
+            seq = journal.append(effects.records) if effects.records else journal.last_seq()
+        except Exception as exc:  # the log refuses appends (a failed disk): nothing is acked
+            self._write_failed(effects.replies, exc)
+            self._arm_timer()
+            return
         if effects.replies:
             if seq <= self.journal.durable_seq():
                 self._release(effects.replies)
@@ -142,11 +149,16 @@ class Runtime:
         try:
             await self.journal.wait_durable(seq)
         except Exception as exc:  # the log refused or failed: tell each waiter, never ack
-            log.error("log write failed; %d replies get a retriable error: %s", len(replies), exc)
-            for reply_to, _ in replies:
-                self._fail(reply_to, exc)
+            self._write_failed(replies, exc)
             return
         self._release(replies)
+
+    def _write_failed(self, replies: list[tuple[int, Result]], exc: BaseException) -> None:
+        log.error("log write failed; %d replies get a retriable error: %s", len(replies), exc)
+        for reply_to, _ in replies:
+            self._fail(reply_to, exc)
+        if self._on_write_failure is not None:
+            self._on_write_failure(exc)
 
     # -- the single timer ------------------------------------------------------------------------
 

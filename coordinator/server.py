@@ -14,13 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import cast
 
 from kio.schema.errors import ErrorCode
 
 from coordinator import adapters, broker
-from coordinator.core import CoordinatorConfig, GroupCoordinator, MemberIdFactory
+from coordinator.core import CoordinatorConfig, Effects, GroupCoordinator, MemberIdFactory
+from coordinator.journal import DiskJournal
 from coordinator.messages import Heartbeat, Result
 from coordinator.runtime import Journal, MemoryJournal, Runtime
 from coordinator.topics import TopicCatalog
@@ -170,19 +172,34 @@ class Server:
         self.protocol_errors = 0
         self.read_pause_bytes = max(1 << 20, min(options.max_frame_bytes, 16 << 20))
         self._pending: dict[int, tuple[Connection, RequestHeader, object]] = {}
-        self.core = core or GroupCoordinator(
-            options.coordinator, catalog, new_member_id, epoch_offset_ms=0
-        )
+        self._new_member_id = new_member_id
+        self.core = core or self._new_core()
         self.journal = journal or MemoryJournal()
+        self._recovering: asyncio.Task[None] | None = None
         self.runtime: Runtime | None = None
         self._server: asyncio.Server | None = None
         self.advertised = broker.Advertised(options.advertised_host or options.host, options.port)
 
+    def _new_core(self) -> GroupCoordinator:
+        # Record timestamps are wall-clock; the core's clock is the loop's monotonic one.
+        epoch_offset_ms = int(time.time() * 1000) - int(time.monotonic() * 1000)
+        return GroupCoordinator(
+            self.options.coordinator, self.catalog, self._new_member_id, epoch_offset_ms
+        )
+
     async def start(self) -> None:
+        """Listen first, then load: while the log replays, FindCoordinator works and group APIs
+        answer COORDINATOR_LOAD_IN_PROGRESS (reference §12.3)."""
         loop = asyncio.get_running_loop()
         self.runtime = Runtime(
-            self.core, self.journal, respond=self._respond, fail=self._fail, loop=loop
+            self.core,
+            self.journal,
+            respond=self._respond,
+            fail=self._fail,
+            on_write_failure=self._on_write_failure,
+            loop=loop,
         )
+        self.core.loading = True
         self._server = await loop.create_server(
             lambda: Connection(self), self.options.host, self.options.port, reuse_address=True
         )
@@ -195,6 +212,46 @@ class Server:
             advertised_host = socket.getfqdn()  # a wildcard bind is no address a client can use
         self.advertised = broker.Advertised(advertised_host, port)
         log.info("listening on %s:%d", host, port)
+        await self._load(self.core)
+
+    async def _load(self, core: GroupCoordinator) -> None:
+        started = time.monotonic()
+        count = 0
+        if isinstance(self.journal, DiskJournal):
+            count = await self.journal.load(core)
+        assert self.runtime is not None
+        core.finish_loading(self.runtime.now_ms())
+        self.runtime.apply(Effects())  # arm the timers the loaded groups need
+        log.info("loaded %d records in %.3f s", count, time.monotonic() - started)
+
+    def _on_write_failure(self, exc: BaseException) -> None:
+        if self._recovering is None or self._recovering.done():
+            self._recovering = asyncio.get_running_loop().create_task(self._recover())
+
+    async def _recover(self) -> None:
+        """After a failed write the log refuses appends and the in-memory state may be ahead of
+        it. Retry the disk with backoff; once it is healthy, rebuild the core from the log, as a
+        Kafka coordinator does when its partition moves: parked requests get NOT_COORDINATOR and
+        clients rediscover the coordinator (this server) and rejoin."""
+        if not isinstance(self.journal, DiskJournal):
+            return
+        delay = 0.1
+        while True:
+            try:
+                await self.journal.disk.recover()
+                break
+            except Exception as exc:
+                log.error("log still unavailable (%s); retrying in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        for reply_to in list(self._pending):
+            self._fail(reply_to, RuntimeError("coordinator reloaded"))
+        core = self._new_core()
+        core.loading = True
+        assert self.runtime is not None
+        self.runtime.core = self.core = core
+        await self._load(core)
+        log.warning("log recovered; state reloaded from disk")
 
     async def stop(self) -> None:
         if self._server is not None:

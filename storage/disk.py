@@ -201,6 +201,11 @@ class DiskLog:
         return self._failed is None
 
     @property
+    def durable_offset(self) -> int:
+        """Every entry at or below this offset is durable (-1: none yet)."""
+        return self._durable
+
+    @property
     def next_offset(self) -> int:
         return self._next_offset
 
