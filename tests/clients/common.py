@@ -1,0 +1,83 @@
+"""The contract every consumer driver follows, whatever client library it wraps.
+
+A driver is a separate process (so a test can SIGKILL it, and so client libraries' threads and event
+loops never share an interpreter). Arguments:
+
+    --bootstrap HOST:PORT --group G --topic T --assignors range,roundrobin --client-id C
+    [--instance-id I] [--session-timeout-ms N] [--heartbeat-interval-ms N]
+    [--rebalance-timeout-ms N]
+
+It prints one JSON object per line on stdout (the Java driver, tests/java/ConsumerDriver.java, too):
+
+    {"event": "started"}
+    {"event": "assigned", "partitions": [...all owned...], "added": [...], "generation": G|null,
+     "member_id": "..."}
+    {"event": "revoked", "partitions": [...]}
+    {"event": "generation", "generation": G, "member_id": "..."}   when the group metadata changes
+    {"event": "closed"}
+
+A line "close" on stdin, or EOF, makes it close the consumer cleanly (LeaveGroup for a dynamic
+member) and exit 0. Assignor names are Kafka's: range, roundrobin, sticky, cooperative-sticky.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    # GROUPCOORD_DRIVER_LOG=DEBUG turns the client library's own logging on (to stderr, which the
+    # tests keep in a per-member log file) for diagnosing a failure.
+    level = os.environ.get("GROUPCOORD_DRIVER_LOG")
+    if level:
+        logging.basicConfig(level=level, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    p = argparse.ArgumentParser()
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--group", required=True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--assignors", default="range")
+    p.add_argument("--client-id", default="py-driver")
+    p.add_argument("--instance-id", default=None)
+    p.add_argument("--session-timeout-ms", type=int, default=10000)
+    p.add_argument("--heartbeat-interval-ms", type=int, default=500)
+    p.add_argument("--rebalance-timeout-ms", type=int, default=30000)
+    args = p.parse_args(argv)
+    args.assignors = [a for a in args.assignors.split(",") if a]
+    return args
+
+
+_lock = threading.Lock()
+
+
+def emit(event: str, **fields: object) -> None:
+    line = json.dumps({"event": event, **fields}, sort_keys=True)
+    with _lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def sorted_ints(xs: Iterable[int]) -> list[int]:
+    return sorted(set(xs))
+
+
+def watch_stdin(on_close: Callable[[], None]) -> threading.Thread:
+    """Call on_close once a "close" line or EOF arrives on stdin (from a daemon thread)."""
+
+    def run() -> None:
+        try:
+            for line in sys.stdin:
+                if line.strip() == "close":
+                    break
+        finally:
+            on_close()
+
+    t = threading.Thread(target=run, name="stdin-watch", daemon=True)
+    t.start()
+    return t

@@ -1,0 +1,84 @@
+"""kafka-python consumer driver (contract: tests/clients/common.py)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from kafka import KafkaConsumer
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+
+from tests.clients.common import emit, parse_args, sorted_ints, watch_stdin
+
+ASSIGNORS = {
+    "range": RangePartitionAssignor,
+    "roundrobin": RoundRobinPartitionAssignor,
+    "sticky": StickyPartitionAssignor,
+}
+
+
+def _generation(consumer: KafkaConsumer) -> tuple[int | None, str | None]:
+    # kafka-python keeps the joined generation on its coordinator; there is no public accessor.
+    generation = consumer._coordinator._generation
+    return generation.generation_id, generation.member_id
+
+
+class Listener(ConsumerRebalanceListener):
+    def __init__(self) -> None:
+        self.consumer: KafkaConsumer | None = None
+        self.owned: set[int] = set()
+
+    def on_partitions_revoked(self, revoked):  # type: ignore[override]
+        parts = [tp.partition for tp in revoked]
+        self.owned.difference_update(parts)
+        emit("revoked", partitions=sorted_ints(parts))
+
+    def on_partitions_assigned(self, assigned):  # type: ignore[override]
+        parts = [tp.partition for tp in assigned]
+        self.owned.update(parts)
+        assert self.consumer is not None
+        generation, member_id = _generation(self.consumer)
+        emit("assigned", partitions=sorted_ints(self.owned), added=sorted_ints(parts),
+             generation=generation, member_id=member_id)
+
+
+def main() -> int:
+    args = parse_args()
+    closing = threading.Event()
+    consumer = KafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        client_id=args.client_id,
+        group_instance_id=args.instance_id,
+        partition_assignment_strategy=tuple(ASSIGNORS[a] for a in args.assignors),
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        max_poll_interval_ms=args.rebalance_timeout_ms,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        retry_backoff_ms=100,
+        reconnect_backoff_ms=100,
+        metadata_max_age_ms=5000,
+    )
+    listener = Listener()
+    listener.consumer = consumer
+    consumer.subscribe(topics=[args.topic], listener=listener)
+    emit("started")
+    watch_stdin(closing.set)
+    last: tuple[int | None, str | None] = (None, None)
+    while not closing.is_set():
+        consumer.poll(timeout_ms=100)
+        now = _generation(consumer)
+        if now != last:
+            last = now
+            emit("generation", generation=now[0], member_id=now[1])
+    consumer.close(autocommit=False)
+    emit("closed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Shared fixtures: uvloop for every asyncio test, a broker factory, consumer drivers, peers.
+
+Kept light at import time (no client libraries, no uvloop import until a test needs it) so the pure
+unit tests collect fast. The broker under test is `groupcoord serve`; GROUPCOORD_TEST_BROKER=tansu
+runs the same client tests against the tansu reference broker instead (its options are ignored).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import realclients
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # kafka-python's admin client reads its bundled JSON through importlib.resources.open_text.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:open_text is deprecated:DeprecationWarning:importlib.*"
+    )
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Any]:
+    """Every asyncio test and fixture runs on uvloop (the server's own loop)."""
+    import uvloop
+
+    return {"uvloop": uvloop.new_event_loop}
+
+
+@pytest.fixture(scope="session")
+def peers_dir() -> Path:
+    return Path(os.environ.get("GROUPCOORD_PEERS", str(realclients.DEFAULT_PEERS))).resolve()
+
+
+@pytest.fixture(scope="session")
+def java_peers(peers_dir: Path) -> Path:
+    """The peers dir, once it holds the compiled Java driver; otherwise skip with the reason."""
+    if shutil.which("java") is None:
+        pytest.skip("java is not installed (the Java client tests need a JRE)")
+    classes = peers_dir / "java" / "classes" / "ConsumerDriver.class"
+    jar = peers_dir / "java" / "lib" / "kafka-clients.jar"
+    if not (classes.is_file() and jar.is_file()):
+        pytest.skip(f"Java client not installed in {peers_dir} (run `make peers`; needs javac)")
+    return peers_dir
+
+
+@pytest.fixture
+def server(tmp_path: Path, peers_dir: Path) -> Iterator[Any]:
+    """Factory: server(topics={"t": 12}, initial_rebalance_delay_ms=0, ..., extra=[...]) -> Broker.
+
+    Keyword options map to `groupcoord serve --option-name VALUE`; None leaves an option out. The
+    broker is killed at teardown.
+    """
+    started: list[realclients.Broker] = []
+    if os.environ.get("GROUPCOORD_TEST_BROKER") == "tansu" and not (
+        peers_dir / "bin" / "tansu"
+    ).is_file():
+        pytest.skip(f"tansu not installed in {peers_dir} (run `make peers`)")
+
+    def start(topics: Mapping[str, int] | None = None, extra: list[str] | None = None,
+              **options: Any) -> realclients.Broker:
+        defaults: dict[str, Any] = {"initial_rebalance_delay_ms": 0,
+                                    "session_timeout_min_ms": 1000,
+                                    "session_timeout_max_ms": 300000,
+                                    # Off: a fixed metrics port would collide between servers.
+                                    "metrics_listen": ""}
+        defaults.update(options)
+        broker = realclients.start_broker(tmp_path, peers_dir, dict(topics or {"t": 12}), defaults,
+                                      list(extra or []))
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.stop()
+
+
+@pytest.fixture
+async def members(tmp_path: Path, peers_dir: Path) -> AsyncIterator[Any]:
+    """Factory: await members(kind, name, bootstrap=..., group=..., topic=..., ...) -> Member.
+
+    Every driver still running at teardown is SIGKILLed.
+    """
+    started: list[realclients.Member] = []
+
+    async def start(kind: str, name: str, **kw: Any) -> realclients.Member:
+        m = await realclients.start_member(tmp_path, peers_dir, kind, name, **kw)
+        started.append(m)
+        return m
+
+    yield start
+    for m in started:
+        m.kill()
+    for m in started:
+        try:
+            await m.proc.wait()
+        finally:
+            if m.reader is not None:
+                m.reader.cancel()
