@@ -73,10 +73,7 @@ def kafka_python_delete(bootstrap: str, group: str) -> str:
         admin.close()
 
 
-async def test_list_describe_delete_through_two_admin_clients(request, server, members):
-    from tests.test_clients_membership import KAFKA_PYTHON_SECOND_MEMBER
-
-    request.applymarker(pytest.mark.xfail(strict=False, reason=KAFKA_PYTHON_SECOND_MEMBER))
+async def test_list_describe_delete_through_two_admin_clients(server, members):
     broker = server(topics={"orders": PARTITIONS})
     bootstrap = broker.bootstrap
     live = [await members("kafka-python", f"kp-{i}", bootstrap=bootstrap, group="admin-live",

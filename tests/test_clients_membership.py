@@ -102,8 +102,6 @@ async def test_killed_member_expires_after_session_timeout(request, server, memb
 async def test_static_member_restart_keeps_partitions_and_generation(request, server, members,
                                                                      kind):
     require_kind(request, kind)
-    if kind == "kafka-python":
-        request.applymarker(pytest.mark.xfail(strict=False, reason=KAFKA_PYTHON_SECOND_MEMBER))
     broker = server(topics={"orders": PARTITIONS})
     group = f"static-{kind}"
     session_ms = 8000
@@ -140,12 +138,6 @@ async def test_static_member_restart_keeps_partitions_and_generation(request, se
     view = await asyncio.to_thread(describe_confluent, broker.bootstrap, group)
     assert view.state == "STABLE"
     assert view.members == {a2.member_id: before_owned, b.member_id: b.owned}
-
-
-KAFKA_PYTHON_SECOND_MEMBER = (
-    "open: a second kafka-python member that joins a Stable group sometimes ends up with an empty "
-    "assignment and is then left out of the next generation; not yet diagnosed"
-)
 
 
 def _is_roundrobin(ms) -> bool:

@@ -70,7 +70,12 @@ def main() -> int:
     watch_stdin(closing.set)
     last: tuple[int | None, str | None] = (None, None)
     while not closing.is_set():
-        consumer.poll(timeout_ms=100)
+        # Long polls on purpose. kafka-python 3.0 loses a join whose SyncGroup answer arrives
+        # after poll() timed out when need_rejoin() has meanwhile turned False (the leader's
+        # assignment/metadata snapshots, compared there, are refreshed by its own assignment):
+        # the member never takes the assignment, its heartbeats stay disabled, and the coordinator
+        # rightly expires it. Fewer poll deadlines make that window rare; closing waits <= 1 s.
+        consumer.poll(timeout_ms=1000)
         now = _generation(consumer)
         if now != last:
             last = now
