@@ -22,9 +22,10 @@ from kio.schema.errors import ErrorCode
 
 from coordinator import adapters, broker
 from coordinator.core import CoordinatorConfig, Effects, GroupCoordinator, MemberIdFactory
+from coordinator.events import Event
 from coordinator.journal import DiskJournal
 from coordinator.messages import Heartbeat, Result
-from coordinator.runtime import Journal, MemoryJournal, Runtime
+from coordinator.runtime import EventSink, Journal, MemoryJournal, Runtime
 from coordinator.topics import TopicCatalog
 from protocol import apis, codec
 from protocol.codec import RequestHeader
@@ -179,6 +180,12 @@ class Server:
         self.runtime: Runtime | None = None
         self._server: asyncio.Server | None = None
         self.advertised = broker.Advertised(options.advertised_host or options.host, options.port)
+        # Whoever wants the core's events (metrics, logs, the history log) adds a sink here.
+        self.event_sinks: list[EventSink] = []
+
+    def _emit(self, event: Event) -> None:
+        for sink in self.event_sinks:
+            sink(event)
 
     def _new_core(self) -> GroupCoordinator:
         # Record timestamps are wall-clock; the core's clock is the loop's monotonic one.
@@ -196,6 +203,7 @@ class Server:
             self.journal,
             respond=self._respond,
             fail=self._fail,
+            events=self._emit,
             on_write_failure=self._on_write_failure,
             loop=loop,
         )
