@@ -243,7 +243,10 @@ _heartbeat_bodies: dict[tuple[int, ErrorCode], bytes] = {}
 
 def encode_heartbeat_response(header: RequestHeader, error: ErrorCode) -> bytes:
     """The hot path: a Heartbeat response from precomputed body bytes per (version, error)."""
-    version = header.api_version
+    return heartbeat_response_frame(header.api_version, header.correlation_id, error)
+
+
+def heartbeat_response_frame(version: int, correlation_id: int, error: ErrorCode) -> bytes:
     body = _heartbeat_bodies.get((version, error))
     if body is None:
         cls = apis.response_class(HEARTBEAT, version)
@@ -254,7 +257,7 @@ def encode_heartbeat_response(header: RequestHeader, error: ErrorCode) -> bytes:
         )
         body = encode_body(entity)
         _heartbeat_bodies[version, error] = body
-    return _frame(header.correlation_id, apis.is_flexible(HEARTBEAT, version), body)
+    return _frame(correlation_id, APIS[HEARTBEAT].flexible(version), body)
 
 
 # --------------------------------------------------------------------------------------------------

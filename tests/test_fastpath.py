@@ -1,0 +1,143 @@
+"""The Heartbeat fast path agrees with the general decoder, and steps aside when unsure.
+
+Differential: every frame the fast path accepts must decode, through `codec.decode_request` (kio),
+to the same fields; frames it refuses must still be handled by the general path. Arbitrary bytes
+never make it raise.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
+
+from protocol import apis, codec, fastpath
+from protocol.apis import HEARTBEAT
+from tests.test_codec import read_response, request_frame, write
+
+MAX = 1 << 20
+ids = st.text(max_size=40)
+long_ids = st.text(min_size=0, max_size=200)
+
+
+def heartbeat_frame(
+    version: int,
+    group_id: str,
+    generation_id: int,
+    member_id: str,
+    instance_id: str | None,
+    correlation_id: int,
+    client_id: str | None,
+) -> bytes:
+    cls = apis.request_class(HEARTBEAT, version)
+    kwargs: dict[str, object] = {
+        "group_id": group_id,
+        "generation_id": generation_id,
+        "member_id": member_id,
+    }
+    if version >= 3:
+        kwargs["group_instance_id"] = instance_id
+    body = write(cls(**kwargs))
+    frame = request_frame(HEARTBEAT, version, body, correlation_id, client_id)
+    return struct.pack(">i", len(frame)) + frame
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(0, 4),
+    group_id=long_ids,
+    generation_id=st.integers(-(2**31), 2**31 - 1),
+    member_id=long_ids,
+    instance_id=st.none() | ids,
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    client_id=st.none() | ids,
+)
+def test_fast_path_agrees_with_kio(
+    version: int,
+    group_id: str,
+    generation_id: int,
+    member_id: str,
+    instance_id: str | None,
+    correlation_id: int,
+    client_id: str | None,
+) -> None:
+    data = heartbeat_frame(
+        version, group_id, generation_id, member_id, instance_id, correlation_id, client_id
+    )
+    fields = fastpath.parse_heartbeat(data, MAX)
+    _, request = codec.decode_request(data[4:])
+    expected = (
+        version,
+        correlation_id,
+        request.group_id,  # type: ignore[attr-defined]
+        request.generation_id,  # type: ignore[attr-defined]
+        request.member_id,  # type: ignore[attr-defined]
+        request.group_instance_id if version >= 3 else None,  # type: ignore[attr-defined]
+    )
+    if fields is None:
+        # Refusing is always allowed, but it must be for a reason: a long compact string.
+        assert version == 4
+        assert max(len(group_id.encode()), len(member_id.encode())) >= 126 or (
+            instance_id is not None and len(instance_id.encode()) >= 126
+        )
+    else:
+        assert fields == expected
+
+
+def test_typical_frames_take_the_fast_path() -> None:
+    for version in range(5):
+        data = heartbeat_frame(version, "orders", 7, "consumer-1-abc", None, 42, "consumer-1")
+        assert fastpath.parse_heartbeat(data, MAX) == (
+            version,
+            42,
+            "orders",
+            7,
+            "consumer-1-abc",
+            None,
+        )
+
+
+def test_refuses_what_it_should_not_decode() -> None:
+    data = heartbeat_frame(3, "g", 1, "m", "i", 1, "c")
+    assert fastpath.parse_heartbeat(data + b"x", MAX) is None  # two reads' worth / wrong size
+    assert fastpath.parse_heartbeat(data[:-1], MAX) is None  # short
+    assert fastpath.parse_heartbeat(data, len(data) - 5) is None  # over the frame cap
+    other = bytearray(data)
+    other[5] = apis.JOIN_GROUP
+    assert fastpath.parse_heartbeat(bytes(other), MAX) is None
+    unsupported = bytearray(data)
+    unsupported[7] = 9  # Heartbeat v9
+    assert fastpath.parse_heartbeat(bytes(unsupported), MAX) is None
+    # v4 with a header tagged field: the general path skips it (KIP-482); the fast path steps aside.
+    flexible = heartbeat_frame(4, "g", 1, "m", None, 1, "c")
+    tagged = bytearray(flexible)
+    client_end = 4 + 10 + 1  # size, api key/version/correlation, client id length, "c"
+    assert tagged[client_end] == 0
+    tagged[client_end : client_end + 1] = b"\x01\x05\x01\x00"  # one unknown tag, 1 byte
+    tagged[0:4] = struct.pack(">i", len(tagged) - 4)
+    assert fastpath.parse_heartbeat(bytes(tagged), MAX) is None
+    header, _ = codec.decode_request(bytes(tagged[4:]))
+    assert header.api_key == HEARTBEAT
+
+
+@given(st.binary(max_size=80))
+def test_arbitrary_bytes_never_raise(data: bytes) -> None:
+    fastpath.parse_heartbeat(data, MAX)
+
+
+@given(st.binary(max_size=60), st.integers(0, 60))
+def test_mutated_heartbeats_never_raise(noise: bytes, at: int) -> None:
+    data = bytearray(heartbeat_frame(4, "group", 3, "member", "inst", 9, "client"))
+    data[at % len(data) : at % len(data) + len(noise)] = noise
+    fastpath.parse_heartbeat(bytes(data), MAX)
+
+
+def test_response_frame_matches_general_encoder() -> None:
+    for version in range(5):
+        for error in (ErrorCode.none, ErrorCode.rebalance_in_progress, ErrorCode.unknown_member_id):
+            data = codec.heartbeat_response_frame(version, 99, error)
+            correlation_id, entity = read_response(data, HEARTBEAT, version)
+            assert correlation_id == 99
+            assert entity.error_code == error  # type: ignore[attr-defined]
