@@ -1,5 +1,7 @@
-"""Storage benchmarks (issue 3): group-commit throughput, recovery speed, size under compaction.
+"""Storage benchmarks (issue 3) below the server: DiskLog group commit, loading, compaction.
 
+`make bench` runs them through bench/scenario_storage.py (which uses `write_recovery_log` and
+`compacted_size` from here, and measures commits over the Kafka protocol instead of `_throughput`).
 `run(quick) -> list[dict]`: one row per measurement ({"metric", "value", "unit", "goal", ...}).
 Standalone: `python -m bench.log_bench [--quick]`. Files go to a temporary directory on the same
 disk as the working directory (set GROUPCOORD_BENCH_DIR to choose), removed afterwards.
@@ -13,12 +15,15 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import uvloop
 
-from coordinator.record_codec import decode_record, encode_record
+from coordinator.core import CoordinatorConfig, GroupCoordinator
+from coordinator.journal import DiskJournal
+from coordinator.record_codec import encode_record
 from coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -27,6 +32,7 @@ from coordinator.records import (
     OffsetCommitValue,
     Record,
 )
+from coordinator.topics import TopicCatalog
 from storage.compaction import segment_name
 from storage.disk import DiskLog
 from storage.entry import encode_entry
@@ -86,8 +92,9 @@ async def _throughput(path: Path, appenders: int, partitions: int, seconds: floa
     ]  # fmt: skip
 
 
-def _write_recovery_log(path: Path, offsets: int, groups: int) -> int:
-    """Write a compacted-looking log directly (distinct keys), 64 MiB segments."""
+def write_recovery_log(path: Path, offsets: int, groups: int) -> int:
+    """Write a compacted-looking log directly (distinct keys), 64 MiB segments: `groups` group
+    records, then `offsets` offset records over `offsets // 100` groups, 100 partitions each."""
     path.mkdir(parents=True, exist_ok=True)
     base, size, n = 0, 0, 0
     out = open(path / segment_name(0), "wb")  # noqa: SIM115 - rolled below
@@ -111,20 +118,15 @@ def _write_recovery_log(path: Path, offsets: int, groups: int) -> int:
 
 
 async def _recovery(path: Path, offsets: int, groups: int) -> list[Row]:
-    total = _write_recovery_log(path, offsets, groups)
+    total = write_recovery_log(path, offsets, groups)
     size = sum(p.stat().st_size for p in path.glob("*.log"))
     t0 = time.perf_counter()
     log = await DiskLog.open(path, auto_compact=False)
-    frames = 0
-    decoded = 0
-    async for batch in log.replay_batches(50_000):
-        frames += len(batch)
-        for entry in batch:
-            if decode_record(entry.key, entry.value) is not None:
-                decoded += 1
+    core = GroupCoordinator(CoordinatorConfig(), TopicCatalog(()), lambda prefix: prefix)
+    loaded = await DiskJournal(log).load(core)
     elapsed = time.perf_counter() - t0
     await log.close()
-    assert frames == total == decoded, (frames, total, decoded)
+    assert loaded == total, (loaded, total)
 
     t1 = time.perf_counter()
     log = await DiskLog.open(path, auto_compact=False)
@@ -134,21 +136,33 @@ async def _recovery(path: Path, offsets: int, groups: int) -> list[Row]:
     tag = f"{offsets:,} offset + {groups:,} group records, {size / 1e6:.0f} MB"
     return [
         {"metric": "recovery_records_per_s", "value": total / elapsed, "unit": "records/s",
-         "goal": ">= 500000", "scenario": tag + ", framed + CRC + decoded to Records"},
+         "goal": ">= 500000", "scenario": tag + ", DiskJournal.load into a GroupCoordinator"},
         {"metric": "recovery_seconds", "value": elapsed, "unit": "s", "scenario": tag},
         {"metric": "replay_frames_per_s", "value": frames_only / frame_elapsed,
          "unit": "records/s", "scenario": tag + ", framing + CRC only"},
     ]  # fmt: skip
 
 
-async def _compacted_size(path: Path, commits: int, keys: int) -> list[Row]:
+@dataclass(frozen=True)
+class CompactionResult:
+    peak_bytes: int
+    final_bytes: int
+    live_bytes: int  # the last record of every key, framed: what compaction can get down to
+    uncompacted_bytes: int
+    compactions: int
+    seconds: float
+
+
+async def compacted_size(path: Path, commits: int, keys: int) -> CompactionResult:
+    """`commits` offset commits over `keys` keys, 1,000 per append, through a DiskLog with 4 MiB
+    segments and background compaction; then one last compaction."""
     log = await DiskLog.open(path, segment_bytes=4 * 1024 * 1024)
     peak = 0
     batch_size = 1000
     t0 = time.perf_counter()
     for start in range(0, commits, batch_size):
         batch = [_offset_kv(k // 100, k % 100, start) for k in
-                 ((start + i) % keys for i in range(batch_size))]  # fmt: skip
+                 ((start + i) % keys for i in range(min(batch_size, commits - start)))]  # fmt: skip
         await log.append_durable(batch)
         peak = max(peak, log.size_bytes())
     await log.compact()
@@ -156,13 +170,19 @@ async def _compacted_size(path: Path, commits: int, keys: int) -> list[Row]:
     final = log.size_bytes()
     compactions = log.compactions
     await log.close()
-    raw = commits * len(encode_entry(0, 0, *_offset_kv(1, 1, 1)))
-    tag = f"{commits:,} commits on {keys:,} keys, 4 MiB segments, {compactions} compactions"
+    entry = len(encode_entry(0, 0, *_offset_kv(1, 1, 1)))
+    return CompactionResult(peak, final, keys * entry, commits * entry, compactions, elapsed)
+
+
+async def _compacted_size(path: Path, commits: int, keys: int) -> list[Row]:
+    r = await compacted_size(path, commits, keys)
+    tag = f"{commits:,} commits on {keys:,} keys, 4 MiB segments, {r.compactions} compactions"
     return [
-        {"metric": "log_peak_bytes", "value": peak, "unit": "bytes", "scenario": tag},
-        {"metric": "log_final_bytes", "value": final, "unit": "bytes", "scenario": tag},
-        {"metric": "log_uncompacted_bytes", "value": raw, "unit": "bytes", "scenario": tag},
-        {"metric": "commit_records_per_s_batched", "value": commits / elapsed,
+        {"metric": "log_peak_bytes", "value": r.peak_bytes, "unit": "bytes", "scenario": tag},
+        {"metric": "log_final_bytes", "value": r.final_bytes, "unit": "bytes", "scenario": tag},
+        {"metric": "log_uncompacted_bytes", "value": r.uncompacted_bytes, "unit": "bytes",
+         "scenario": tag},
+        {"metric": "commit_records_per_s_batched", "value": commits / r.seconds,
          "unit": "records/s", "scenario": tag + ", 1000-record appends"},
     ]  # fmt: skip
 

@@ -36,6 +36,11 @@ class OffsetStore:
     def put(self, group_id: str, topic: str, partition: int, value: OffsetCommitValue) -> None:
         self._groups.setdefault(group_id, {}).setdefault(topic, {})[partition] = value
 
+    def table(self, group_id: str, topic: str) -> dict[int, OffsetCommitValue]:
+        """The partition -> value table of (group_id, topic), created if missing: for loading,
+        which fills it directly (the caller must put a value in it: no empty tables)."""
+        return self._groups.setdefault(group_id, {}).setdefault(topic, {})
+
     def delete(self, group_id: str, topic: str, partition: int) -> bool:
         topics = self._groups.get(group_id)
         if topics is None:

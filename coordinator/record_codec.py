@@ -4,6 +4,7 @@ Key   = int16 record type, then the key fields (Kafka's v0, non-flexible layout)
         1 OffsetCommit: group string, topic string, partition int32
         2 GroupMetadata: group string
         0 LegacyOffsetCommit is read as type 1, as Kafka's loader does.
+        100 Topic (groupcoord's own; types >= 100 are never Kafka's): name string
 Value = int16 value version, then the fields at that version. A tombstone is a key with no value.
 
 Strings are int16 length + UTF-8 (-1 = null); bytes are int32 length + data; arrays int32 count.
@@ -15,8 +16,10 @@ Versions written:
 - GroupMetadataValue v3 (Kafka's written version) while metadata_hash is 0; otherwise
   GROUPCOORD_GROUP_V100 = the v3 layout followed by int64 metadata_hash. Versions >= 100 are
   groupcoord's own, so a Kafka reader fails loudly on them instead of misreading them.
-Versions read: OffsetCommitValue v0-v3, GroupMetadataValue v0-v3 and v100. To add a field, add a
-new version here (decoders keep every old one) and write the new one.
+- TopicValue v0: topic id (16 bytes), partitions int32, then int32 count of rack entries (0 =
+  racks unknown, else one per partition), each an array of rack strings.
+Versions read: OffsetCommitValue v0-v3, GroupMetadataValue v0-v3 and v100, TopicValue v0. To add
+a field, add a new version here (decoders keep every old one) and write the new one.
 
 Loading rules (§12.1): an unknown record type is skipped (`decode_record` returns None, the caller
 warns); a known type with an unknown value version raises RecordDecodeError (loading fails).
@@ -29,6 +32,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import fields
+from typing import Any, Protocol
 
 from coordinator.records import (
     GroupMetadataKey,
@@ -39,12 +43,15 @@ from coordinator.records import (
     Record,
     RecordKey,
     RecordValue,
+    TopicKey,
+    TopicValue,
 )
 
 LEGACY_OFFSET_COMMIT_TYPE = 0
 OFFSET_COMMIT_TYPE = 1
 GROUP_METADATA_TYPE = 2
 GROUPCOORD_GROUP_V100 = 100
+TOPIC_TYPE = 100
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
@@ -55,6 +62,7 @@ _QQ = struct.Struct(">qq")
 _II = struct.Struct(">ii")
 _OFFSET_TYPE_PREFIX = _H.pack(OFFSET_COMMIT_TYPE)
 _GROUP_TYPE_PREFIX = _H.pack(GROUP_METADATA_TYPE)
+_TOPIC_TYPE_PREFIX = _H.pack(TOPIC_TYPE)
 _NULL_STRING = _H.pack(-1)
 _HQIH = struct.Struct(">hqih")
 _OFFSET_V3_FIXED_BYTES = _HQIH.size + 8
@@ -98,6 +106,8 @@ def encode_key(key: RecordKey) -> bytes:
         )
     if type(key) is GroupMetadataKey:
         return _GROUP_TYPE_PREFIX + _string(key.group_id)
+    if type(key) is TopicKey:
+        return _TOPIC_TYPE_PREFIX + _string(key.name)
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -106,6 +116,8 @@ def encode_value(value: RecordValue) -> bytes:
         return _encode_offset_value(value)
     if type(value) is GroupMetadataValue:
         return _encode_group_value(value)
+    if type(value) is TopicValue:
+        return _encode_topic_value(value)
     raise TypeError(f"not a record value: {value!r}")
 
 
@@ -145,6 +157,16 @@ def _encode_group_value(v: GroupMetadataValue) -> bytes:
         )
     if version == GROUPCOORD_GROUP_V100:
         parts.append(_Q.pack(v.metadata_hash))
+    return b"".join(parts)
+
+
+def _encode_topic_value(v: TopicValue) -> bytes:
+    if len(v.topic_id) != 16:
+        raise ValueError("a topic id is 16 bytes")
+    parts = [_H.pack(0), v.topic_id, _II.pack(v.partitions, len(v.racks))]
+    for racks in v.racks:
+        parts.append(_I.pack(len(racks)))
+        parts.extend(_string(r) for r in racks)
     return b"".join(parts)
 
 
@@ -223,6 +245,9 @@ def decode_key(key: bytes) -> RecordKey | None:
     elif t == GROUP_METADATA_TYPE:
         r = _Reader(key, 2)
         k = GroupMetadataKey(r.string())
+    elif t == TOPIC_TYPE:
+        r = _Reader(key, 2)
+        k = TopicKey(r.string())
     else:
         return None
     r.done()
@@ -244,39 +269,105 @@ def decode_offset_value(value: bytes) -> OffsetCommitValue:
 
 
 def decode_group_value(value: bytes) -> GroupMetadataValue:
-    r = _Reader(value, 0)
-    version = r.int16()
+    try:
+        return _decode_group_value(value)
+    except (struct.error, UnicodeDecodeError) as e:  # a fixed-size field ran past the end
+        raise RecordDecodeError(f"bad GroupMetadataValue: {e}") from e
+
+
+def _text_at(buf: bytes, pos: int) -> tuple[str | None, int]:
+    """A nullable string at pos and the position after it (loading speed: no reader object)."""
+    (n,) = _H.unpack_from(buf, pos)
+    pos += 2
+    end = pos + n
+    if n < 0 or end > len(buf):
+        if n == -1:
+            return None, pos
+        raise RecordDecodeError("truncated record")
+    return buf[pos:end].decode(), end
+
+
+def _bytes_at(buf: bytes, pos: int) -> tuple[bytes, int]:
+    (n,) = _I.unpack_from(buf, pos)
+    pos += 4
+    end = pos + n
+    if n < 0 or end > len(buf):
+        raise RecordDecodeError("truncated record")
+    return buf[pos:end], end
+
+
+def _decode_group_value(buf: bytes) -> GroupMetadataValue:
+    """Struct reads at explicit positions (the fields are read once each, in order); a short
+    buffer raises struct.error, which `decode_group_value` reports as RecordDecodeError."""
+    (version,) = _H.unpack_from(buf)
     if version not in (0, 1, 2, 3, GROUPCOORD_GROUP_V100):
         raise RecordDecodeError(f"unknown GroupMetadataValue version {version}")
-    protocol_type = r.string()
-    generation = r.int32()
-    protocol = r.nullable_string()
-    leader = r.nullable_string()
-    state_ts = r.int64() if version >= 2 else -1
-    count = r.int32()
-    if count < 0 or count > len(value):
-        raise RecordDecodeError(f"bad member count {count}")
+    protocol_type, pos = _text_at(buf, 2)
+    (generation,) = _I.unpack_from(buf, pos)
+    protocol, pos = _text_at(buf, pos + 4)
+    leader, pos = _text_at(buf, pos)
+    state_ts = -1
+    if version >= 2:
+        (state_ts,) = _Q.unpack_from(buf, pos)
+        pos += 8
+    (count,) = _I.unpack_from(buf, pos)
+    pos += 4
+    if protocol_type is None or count < 0 or count > len(buf):
+        raise RecordDecodeError(f"bad group value: protocol type {protocol_type}, {count} members")
     members = []
     for _ in range(count):
-        member_id = r.string()
-        instance_id = r.nullable_string() if version >= 3 else None
-        client_id = r.string()
-        client_host = r.string()
-        rebalance_timeout = r.int32() if version >= 1 else -1
-        session_timeout = r.int32()
-        if version == 0:  # v0 has none; Kafka uses the session timeout (§12.3)
+        member_id, pos = _text_at(buf, pos)
+        instance_id = None
+        if version >= 3:
+            instance_id, pos = _text_at(buf, pos)
+        client_id, pos = _text_at(buf, pos)
+        client_host, pos = _text_at(buf, pos)
+        if version >= 1:
+            rebalance_timeout, session_timeout = _II.unpack_from(buf, pos)
+            pos += 8
+        else:  # v0 has none; Kafka uses the session timeout (§12.3)
+            (session_timeout,) = _I.unpack_from(buf, pos)
             rebalance_timeout = session_timeout
+            pos += 4
+        subscription, pos = _bytes_at(buf, pos)
+        assignment, pos = _bytes_at(buf, pos)
+        if member_id is None or client_id is None or client_host is None:
+            raise RecordDecodeError("null where a string is required")
         members.append(
             MemberMetadata(
                 member_id, instance_id, client_id, client_host, rebalance_timeout,
-                session_timeout, r.bytes_(), r.bytes_(),
+                session_timeout, subscription, assignment,
             )
         )  # fmt: skip
-    metadata_hash = r.int64() if version == GROUPCOORD_GROUP_V100 else 0
-    r.done()
+    metadata_hash = 0
+    if version == GROUPCOORD_GROUP_V100:
+        (metadata_hash,) = _Q.unpack_from(buf, pos)
+        pos += 8
+    if pos != len(buf):
+        raise RecordDecodeError(f"{len(buf) - pos} trailing bytes")
     return GroupMetadataValue(
         protocol_type, generation, protocol, leader, state_ts, tuple(members), metadata_hash
     )
+
+
+def decode_topic_value(value: bytes) -> TopicValue:
+    r = _Reader(value, 0)
+    version = r.int16()
+    if version != 0:
+        raise RecordDecodeError(f"unknown TopicValue version {version}")
+    topic_id = r._take(16)
+    partitions = r.int32()
+    count = r.int32()
+    if partitions < 0 or count not in (0, partitions):
+        raise RecordDecodeError(f"bad topic value: {partitions} partitions, {count} rack entries")
+    racks = []
+    for _ in range(count):
+        n = r.int32()
+        if n < 0 or n > len(value):
+            raise RecordDecodeError(f"bad rack count {n}")
+        racks.append(tuple(r.string() for _ in range(n)))
+    r.done()
+    return TopicValue(topic_id, partitions, tuple(racks))
 
 
 def decode_record(key: bytes, value: bytes | None) -> Record | None:
@@ -292,6 +383,8 @@ def decode_record(key: bytes, value: bytes | None) -> Record | None:
         return Record(k, None)
     if type(k) is OffsetCommitKey:
         return Record(k, decode_offset_value(value))
+    if type(k) is TopicKey:
+        return Record(k, decode_topic_value(value))
     return Record(k, decode_group_value(value))
 
 
@@ -393,3 +486,134 @@ def _group_and_topic(prefix: bytes) -> tuple[str, str] | None:
 
 
 _fast_offset_record = _make_fast_decoder()
+
+
+# -- loading a batch -----------------------------------------------------------------------------
+
+
+class ReplayTarget(Protocol):
+    """What `BatchReplayer` loads into: GroupCoordinator."""
+
+    def replay(self, record: Record) -> None: ...
+
+    def loading_partitions(self, group_id: str, topic: str) -> dict[int, OffsetCommitValue]: ...
+
+
+class BatchReplayer:
+    """Decode records and apply them to a target in log order, a batch of entries at a time.
+
+    Almost every record of a log is an OffsetCommit v3 value, so those take a fused path: no
+    Record or key object is built; the value goes straight into the (group, topic) partition table
+    that `target.loading_partitions` handed out for that key prefix, which is exactly what
+    `target.replay` would do with it. Every other record (group metadata, tombstones, older value
+    versions, types added later) goes through `decode_record` and `target.replay`. A cached table
+    may be dropped from the target by a tombstone (an emptied table, a deleted group that the next
+    offset must re-create), so any record other than a group or offset value clears the cache.
+
+    Errors are those of `decode_record`: an unknown type is skipped and counted, a known type that
+    does not decode raises RecordDecodeError.
+    """
+
+    __slots__ = ("_tables", "applied", "skipped", "target")
+
+    def __init__(self, target: ReplayTarget) -> None:
+        self.target = target
+        self._tables: dict[bytes, dict[int, OffsetCommitValue]] = {}
+        self.applied = 0
+        self.skipped = 0
+
+    def replay_batch(self, keys: list[bytes], values: list[bytes | None]) -> None:
+        tables = self._tables
+        find_table = tables.get
+        unpack_bare, unpack_head = _OFFSET_V3_BARE.unpack_from, _HQIH.unpack_from
+        unpack_q, unpack_i = _Q.unpack_from, _I.unpack_from
+        head_size, bare = _HQIH.size, _OFFSET_V3_FIXED_BYTES
+        new, builder, frozen = object.__new__, _OffsetValueBuilder, OffsetCommitValue
+        slow = self._replay_one
+        skipped = self.skipped
+        if not _FAST_PATH:
+            tables.clear()  # every lookup misses: the general path for all
+        for key, value in zip(keys, values, strict=True):
+            table = find_table(key[:-4])
+            if table is not None and value is not None:
+                n = len(value)
+                if n == bare:  # no metadata, the usual commit: one unpack
+                    version, offset, leader_epoch, meta_len, commit_ts = unpack_bare(value)
+                    metadata: str | None = "" if meta_len == 0 else None
+                elif n > bare:
+                    version, offset, leader_epoch, meta_len = unpack_head(value)
+                    metadata = None
+                    if n == bare + meta_len:
+                        (commit_ts,) = unpack_q(value, head_size + meta_len)
+                        try:
+                            metadata = value[head_size : head_size + meta_len].decode()
+                        except UnicodeDecodeError:
+                            metadata = None  # the general path reports it
+                else:
+                    metadata = None
+                if metadata is not None and version == 3:
+                    v = new(builder)
+                    v.offset = offset
+                    v.leader_epoch = leader_epoch
+                    v.metadata = metadata
+                    v.commit_timestamp_ms = commit_ts
+                    v.expire_timestamp_ms = None
+                    v.__class__ = frozen  # type: ignore[assignment]
+                    table[unpack_i(key, len(key) - 4)[0]] = v  # type: ignore[assignment]
+                    continue
+            if not slow(key, value):
+                skipped += 1
+        self.applied += len(keys) - (skipped - self.skipped)
+        self.skipped = skipped
+
+    def _replay_one(self, key: bytes, value: bytes | None) -> bool:
+        """The general path; False when the record's type is unknown (skipped)."""
+        record = decode_record(key, value)
+        if record is None:
+            return False
+        k, v = record.key, record.value
+        if type(k) is OffsetCommitKey and type(v) is OffsetCommitValue:
+            table = self.target.loading_partitions(k.group_id, k.topic)
+            table[k.partition] = v
+            if _FAST_PATH:
+                self._tables[key[:-4]] = table
+            return True
+        self.target.replay(record)
+        if v is None or type(k) is not GroupMetadataKey:
+            self._tables.clear()
+        return True
+
+
+class _OffsetValueBuilder:
+    """OffsetCommitValue's slots, writable: the loading path fills one in and turns it into an
+    OffsetCommitValue by assigning `__class__`, which CPython allows between classes of the same
+    slot layout. The frozen dataclass's own __init__ goes through object.__setattr__ per field;
+    this builds the same object (equal, hashable, frozen) in under half the time. Building the
+    value was the largest single cost of loading an offset (§12.3 wants loading fast)."""
+
+    __slots__ = _OFFSET_VALUE_FIELDS
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int | None
+
+
+def _builder_works() -> bool:
+    """The fused path is on only if the record shapes are the ones it builds, and the class
+    switch gives exactly what the constructor gives."""
+    if not _shapes_unchanged() or OffsetCommitValue.__slots__ != _OFFSET_VALUE_FIELDS:
+        return False
+    v: Any = object.__new__(_OffsetValueBuilder)
+    v.offset, v.leader_epoch, v.metadata = 7, 3, "m"
+    v.commit_timestamp_ms, v.expire_timestamp_ms = 11, None
+    try:
+        v.__class__ = OffsetCommitValue
+    except TypeError:
+        return False
+    want = OffsetCommitValue(7, 3, "m", 11, None)
+    return type(v) is OffsetCommitValue and v == want and hash(v) == hash(want)
+
+
+_OFFSET_V3_BARE = struct.Struct(">hqihq")  # OffsetCommitValue v3 with empty metadata
+_FAST_PATH = _builder_works()

@@ -105,6 +105,12 @@ class DiskLog:
         self.load_report = LoadReport()
         self.fsync_count = 0
         self.compactions = 0
+        # Counters for coordinator.metrics (read at scrape time on the loop thread).
+        self.appends = 0
+        self.appended_records = 0
+        self.appended_bytes = 0
+        self.reclaimed_bytes = 0
+        self.on_fsync: Callable[[float], None] | None = None  # seconds; called on the I/O thread
         self._segments: list[_Segment] = []
         self._clean_end = 0  # segments with base < this have been compacted
         self._next_offset = 0
@@ -226,6 +232,9 @@ class DiskLog:
         chunk = b"".join(encode_entry(offset + i, ts, k, v) for i, (k, v) in enumerate(entries))
         self._pending.append(chunk)
         self._active_logical += len(chunk)
+        self.appends += 1
+        self.appended_records += len(entries)
+        self.appended_bytes += len(chunk)
         self._next_offset = offset + len(entries)
         self._pending_end = self._next_offset - 1
         self._work.set()
@@ -296,8 +305,7 @@ class DiskLog:
         result = _FlushResult(active_size=self._segments[-1].size)
         for op in ops:
             if isinstance(op, int):
-                self.fsync_count += 1
-                self._fsync(self._fd)  # the old segment is complete and durable before the roll
+                self._timed_fsync()  # the old segment is complete and durable before the roll
                 os.close(self._fd)
                 self._fd = self._create_segment(op)
                 result.new_segments.append(_Segment(op, 0))
@@ -309,9 +317,15 @@ class DiskLog:
                 view = view[n:]
                 result.active_size += n
         if sync:
-            self.fsync_count += 1
-            self._fsync(self._fd)
+            self._timed_fsync()
         return result
+
+    def _timed_fsync(self) -> None:
+        self.fsync_count += 1
+        started = time.perf_counter()
+        self._fsync(self._fd)
+        if self.on_fsync is not None:
+            self.on_fsync(time.perf_counter() - started)
 
     def _release_waiters(self) -> None:
         waiters = self._waiters
@@ -400,6 +414,25 @@ class DiskLog:
             if i == len(segments) - 1:
                 await loop.run_in_executor(self._io, self._check_tail, data, reader)
 
+    async def replay_kv_batches(
+        self, batch_entries: int = 10_000
+    ) -> AsyncIterator[tuple[list[bytes], list[bytes | None]]]:
+        """`replay_batches` as parallel (keys, values) lists (EntryReader.kv_batches): the
+        loading path. The next segment is read on the I/O thread while this one is decoded."""
+        loop = asyncio.get_running_loop()
+        paths = [self.directory / segment_name(seg.base) for seg in self._segments]
+        reading = loop.run_in_executor(self._io, paths[0].read_bytes)
+        for i, path in enumerate(paths):
+            data = await reading
+            if i + 1 < len(paths):
+                reading = loop.run_in_executor(self._io, paths[i + 1].read_bytes)
+            reader = EntryReader(data)
+            for batch in reader.kv_batches(batch_entries):
+                yield batch
+            self._account(reader, path.name)
+            if i == len(paths) - 1:
+                await loop.run_in_executor(self._io, self._check_tail, data, reader)
+
     def _account(self, reader: EntryReader, name: str) -> None:
         self.load_report.entries += reader.entries_read
         if reader.tail_bytes and name != segment_name(self._segments[-1].base):
@@ -466,6 +499,7 @@ class DiskLog:
             fresh = await loop.run_in_executor(self._cleaner, self._repair_inactive, end)
             self._segments[: len(inactive)] = fresh
             raise
+        self.reclaimed_bytes += max(sum(s.size for s in inactive) - size, 0)
         self._segments[: len(inactive)] = [_Segment(bases[0], size)]
         self._clean_end = end
         await loop.run_in_executor(self._cleaner, self._write_checkpoint)
@@ -487,6 +521,10 @@ class DiskLog:
 
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
 
     # -- closing ---------------------------------------------------------------------------------
 

@@ -7,11 +7,12 @@ sees what start-up skipped (reference: README, "What a damaged log loses").
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 from coordinator.record_codec import RecordDecodeError, decode_record
-from coordinator.records import GroupMetadataValue, OffsetCommitValue, Record
+from coordinator.records import GroupMetadataValue, OffsetCommitValue, Record, TopicKey, TopicValue
 from storage.compaction import CLEANED_SUFFIX, SWAP_SUFFIX, list_segments, segment_name
 from storage.entry import Entry, EntryReader
 
@@ -30,7 +31,10 @@ def _format_record(record: Record) -> str:
     key = record.key
     value = record.value
     key_text = " ".join(f"{k}={getattr(key, k)!r}" for k in key.__slots__)
-    kind = "offset_commit" if hasattr(key, "partition") else "group_metadata"
+    kind = (
+        "offset_commit" if hasattr(key, "partition")
+        else "topic" if isinstance(key, TopicKey) else "group_metadata"
+    )  # fmt: skip
     if value is None:
         return f"{kind} key: {{{key_text}}} payload: <DELETED>"
     if isinstance(value, OffsetCommitValue):
@@ -38,6 +42,11 @@ def _format_record(record: Record) -> str:
             f"offset={value.offset} leader_epoch={value.leader_epoch} "
             f"metadata={value.metadata!r} commit_timestamp_ms={value.commit_timestamp_ms} "
             f"expire_timestamp_ms={value.expire_timestamp_ms}"
+        )
+    elif isinstance(value, TopicValue):
+        payload = (
+            f"topic_id={uuid.UUID(bytes=value.topic_id)} partitions={value.partitions} "
+            f"racks={[list(r) for r in value.racks]}"
         )
     else:
         payload = _format_group(value)

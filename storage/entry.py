@@ -46,6 +46,10 @@ HEADER = struct.Struct(">4sBBIiqqII")
 HEADER_BYTES = HEADER.size  # 38
 _HEADER_CRC_SPAN = HEADER_BYTES - 4
 MAX_ENTRY_BYTES = 64 * 1024 * 1024  # key + value; larger is treated as damage
+# The header fields loading checks (magic as an int, version, lengths, CRCs), skipping the rest:
+# fewer objects per entry than HEADER.
+_KV_HEADER = struct.Struct(">IBxIi16xII")
+_MAGIC_INT = int.from_bytes(MAGIC, "big")
 
 
 class Entry(NamedTuple):
@@ -171,6 +175,78 @@ class EntryReader:
             pos = nxt
         self.entries_read = count
         self.tail_bytes = size - self.valid_end
+
+    def kv_batches(self, max_entries: int) -> Iterator[tuple[list[bytes], list[bytes | None]]]:
+        """The same entries as iteration, as parallel (keys, values) lists of up to max_entries.
+
+        For loading: no object and no generator step per entry, a fifth of the framing cost
+        (§12.3 wants loading fast). The same checks and bookkeeping as `__iter__`; offsets and
+        timestamps are not returned (`last_offset` is kept). The lists are the caller's."""
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be >= 1, got {max_entries}")
+        size = len(self._buf)
+        pos = 0
+        while pos < size:
+            keys: list[bytes] = []
+            values: list[bytes | None] = []
+            pos = self._fill(pos, max_entries, keys, values)
+            if keys:
+                yield keys, values
+        self.tail_bytes = size - self.valid_end
+
+    def _fill(
+        self, pos: int, max_entries: int, keys: list[bytes], values: list[bytes | None]
+    ) -> int:
+        """Append up to max_entries valid entries from pos on; the position after them, or the
+        buffer's size when nothing valid is left. The fast path of `__iter__`, appending."""
+        buf = self._buf
+        size = len(buf)
+        unpack_from = _KV_HEADER.unpack_from
+        crc32 = zlib.crc32
+        add_key, add_value = keys.append, values.append
+        magic_ok, version_ok = _MAGIC_INT, FORMAT_VERSION
+        head, crc_span = HEADER_BYTES, _HEADER_CRC_SPAN
+        room = max_entries
+        last_at = -1  # where the last valid entry starts: its offset is read once, at the end
+        valid_end = self.valid_end
+        while room and pos < size:
+            if pos + head <= size:
+                magic, version, key_len, value_len, body_crc, header_crc = unpack_from(buf, pos)
+                key_end = pos + head + key_len
+                end = key_end + (value_len if value_len > 0 else 0)
+                if (
+                    magic == magic_ok
+                    and version == version_ok
+                    and value_len >= -1
+                    and end <= size
+                    and crc32(buf[pos : pos + crc_span]) == header_crc
+                ):
+                    key = buf[pos + head : key_end]
+                    value: bytes | None
+                    if value_len >= 0:
+                        value = buf[key_end:end]
+                        ok = crc32(value, crc32(key)) == body_crc
+                    else:
+                        value = None
+                        ok = crc32(key) == body_crc
+                    if ok:
+                        add_key(key)
+                        add_value(value)
+                        last_at = pos
+                        pos = valid_end = end
+                        room -= 1
+                        continue
+            nxt = self._resync(pos + 1)
+            if nxt < 0:
+                pos = size
+                break
+            self.damages.append(Damage(pos, nxt - pos))
+            pos = nxt
+        self.valid_end = valid_end
+        if last_at >= 0:
+            self.last_offset = HEADER.unpack_from(buf, last_at)[5]
+        self.entries_read += max_entries - room
+        return pos
 
     def _resync(self, start: int) -> int:
         """Position of the next valid entry at or after start, or -1."""

@@ -1,0 +1,298 @@
+"""The history codec: what one entry of the history log means.
+
+The history log (coordinator/history.py writes it, pipeline/ reads it) is a sequence of
+storage/entry.py entries in segment files under `<data-dir>/history/` (storage/history_log.py).
+Each entry is one thing that happened to a group:
+
+    entry.key           the group id, UTF-8 (b"" for the segment header)
+    entry.timestamp_ms  wall clock of the event, ms since the epoch
+    entry.value         codec_version u8 | kind u8 | the kind's fields, in the order of KIND_FIELDS
+
+Field encodings (big-endian): `str` is i32 length (-1 = null) + UTF-8; `int` is i64; `strs` is
+i32 count + that many `str`.
+
+Versioning (the rules a reader and a writer keep):
+- CODEC_VERSION is 1. A field added later goes at the END of its kind's list; a version-1 reader
+  reads the fields it knows and ignores trailing bytes, so old readers keep working.
+- A kind a reader does not know decodes to (kind, ()) and is reported by name as `unknown_<n>`.
+- Any other change (removing, reordering or retyping a field) bumps CODEC_VERSION; a reader meets
+  a version it does not know with HistoryDecodeError (the caller counts it and skips the entry).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+CODEC_VERSION = 1
+
+FieldType = Literal["str", "int", "strs"]
+FieldValue = str | int | tuple[str, ...] | None
+
+
+class Kind(enum.IntEnum):
+    SEGMENT_STARTED = 0  # the first entry of every segment: which coordinator wrote it
+    GROUP_CREATED = 1
+    GROUP_EMPTIED = 2  # the last member left: the group reached Empty after a rebalance
+    GROUP_DELETED = 3  # DeleteGroups, or offsets expiry removed an empty group
+    REBALANCE_STARTED = 4
+    JOIN_PHASE_COMPLETED = 5
+    REBALANCE_COMPLETED = 6
+    MEMBER_JOINED = 7
+    MEMBER_LEFT = 8  # `reason`: left, expired, fenced, not_rejoined, sync_expired, max_size
+    PROTOCOL_SELECTED = 9  # the group's protocol was chosen for the first time, or changed
+    METADATA_CHANGED = 10  # the hash of a subscribed topic's metadata changed (KIP-1101)
+    OFFSETS_COMMITTED = 11  # a summary: commits in [timestamp, timestamp + window_ms)
+    OFFSETS_EXPIRED = 12
+    OFFSETS_DELETED = 13
+
+
+KIND_NAMES: dict[int, str] = {k.value: k.name.lower() for k in Kind}
+
+# Every field any kind has, with its type. Column order of the pipeline's schema.
+FIELD_TYPES: dict[str, FieldType] = {
+    "cause": "str",
+    "member_id": "str",
+    "group_instance_id": "str",
+    "client_id": "str",
+    "client_host": "str",
+    "reason": "str",
+    "generation_id": "int",
+    "protocol_name": "str",
+    "previous_protocol": "str",
+    "leader": "str",
+    "members": "int",
+    "join_ms": "int",
+    "rebalance_ms": "int",
+    "topics": "strs",
+    "commits": "int",
+    "partitions": "int",
+    "window_ms": "int",
+    "coordinator_id": "str",
+    "host": "str",
+}
+
+KIND_FIELDS: dict[Kind, tuple[str, ...]] = {
+    Kind.SEGMENT_STARTED: ("coordinator_id", "host"),
+    Kind.GROUP_CREATED: (),
+    Kind.GROUP_EMPTIED: ("generation_id",),
+    Kind.GROUP_DELETED: (),
+    Kind.REBALANCE_STARTED: ("cause", "member_id"),
+    Kind.JOIN_PHASE_COMPLETED: ("generation_id", "protocol_name", "members", "join_ms"),
+    Kind.REBALANCE_COMPLETED: (
+        "generation_id",
+        "protocol_name",
+        "leader",
+        "members",
+        "cause",
+        "join_ms",
+        "rebalance_ms",
+    ),
+    Kind.MEMBER_JOINED: ("member_id", "group_instance_id", "client_id", "client_host"),
+    Kind.MEMBER_LEFT: ("member_id", "group_instance_id", "client_id", "client_host", "reason"),
+    Kind.PROTOCOL_SELECTED: ("protocol_name", "previous_protocol", "generation_id"),
+    Kind.METADATA_CHANGED: ("topics",),
+    Kind.OFFSETS_COMMITTED: ("commits", "partitions", "window_ms"),
+    Kind.OFFSETS_EXPIRED: ("partitions",),
+    Kind.OFFSETS_DELETED: ("partitions",),
+}
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_HEAD = struct.Struct(">BB")
+
+
+class HistoryDecodeError(ValueError):
+    """An entry value this codec cannot read (unknown version, or truncated)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEvent:
+    """One history entry, decoded. `fields` holds exactly the kind's fields (None = null)."""
+
+    kind: Kind
+    timestamp_ms: int
+    group_id: str
+    fields: Mapping[str, FieldValue] = field(default_factory=dict)
+
+    def get(self, name: str) -> FieldValue:
+        return self.fields.get(name)
+
+
+def _put_str(out: list[bytes], value: object) -> None:
+    if value is None:
+        out.append(_I32.pack(-1))
+        return
+    if not isinstance(value, str):
+        raise TypeError(f"expected str or None, got {value!r}")
+    data = value.encode("utf-8", "surrogatepass")
+    out.append(_I32.pack(len(data)))
+    out.append(data)
+
+
+def encode_fields(kind: Kind, values: Sequence[FieldValue]) -> bytes:
+    """The entry value for `kind`, its fields given positionally in KIND_FIELDS order."""
+    names = KIND_FIELDS[kind]
+    if len(values) != len(names):
+        raise ValueError(f"{kind.name}: expected {len(names)} fields, got {len(values)}")
+    out = [_HEAD.pack(CODEC_VERSION, kind)]
+    for name, value in zip(names, values, strict=True):
+        ftype = FIELD_TYPES[name]
+        if ftype == "str":
+            _put_str(out, value)
+        elif ftype == "int":
+            if not isinstance(value, int):
+                raise TypeError(f"{kind.name}.{name}: expected int, got {value!r}")
+            out.append(_I64.pack(value))
+        else:
+            if not isinstance(value, tuple):
+                raise TypeError(f"{kind.name}.{name}: expected tuple of str, got {value!r}")
+            out.append(_I32.pack(len(value)))
+            for item in value:
+                _put_str(out, item)
+    return b"".join(out)
+
+
+def encode_event(event: HistoryEvent) -> tuple[bytes, bytes]:
+    """(key, value) of the entry for `event`; its timestamp goes in the entry header."""
+    values = [event.fields.get(name) for name in KIND_FIELDS[event.kind]]
+    return event.group_id.encode("utf-8", "surrogatepass"), encode_fields(event.kind, values)
+
+
+def _get_str(buf: bytes, pos: int) -> tuple[str | None, int]:
+    (n,) = _I32.unpack_from(buf, pos)
+    pos += 4
+    if n < 0:
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise HistoryDecodeError("string runs past the end of the value")
+    return buf[pos:end].decode("utf-8", "surrogatepass"), end
+
+
+def decode_fields(value: bytes) -> tuple[int, tuple[FieldValue, ...]]:
+    """(kind code, the kind's field values in KIND_FIELDS order). An unknown kind -> (code, ())."""
+    if len(value) < 2:
+        raise HistoryDecodeError("value shorter than its 2-byte head")
+    version, code = value[0], value[1]
+    if version != CODEC_VERSION:
+        raise HistoryDecodeError(f"codec version {version} (this reader knows {CODEC_VERSION})")
+    try:
+        kind = Kind(code)
+    except ValueError:
+        return code, ()
+    pos = 2
+    out: list[FieldValue] = []
+    try:
+        for name in KIND_FIELDS[kind]:
+            ftype = FIELD_TYPES[name]
+            if ftype == "str":
+                text, pos = _get_str(value, pos)
+                out.append(text)
+            elif ftype == "int":
+                out.append(_I64.unpack_from(value, pos)[0])
+                pos += 8
+            else:
+                (count,) = _I32.unpack_from(value, pos)
+                pos += 4
+                items: list[str] = []
+                for _ in range(max(count, 0)):
+                    text, pos = _get_str(value, pos)
+                    items.append(text or "")
+                out.append(tuple(items))
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise HistoryDecodeError(f"{kind.name}: {exc}") from None
+    return code, tuple(out)
+
+
+def decode_event(key: bytes, value: bytes, timestamp_ms: int) -> HistoryEvent | None:
+    """The event of one entry; None for a kind this reader does not know."""
+    code, values = decode_fields(value)
+    if code not in KIND_NAMES:
+        return None
+    kind = Kind(code)
+    return HistoryEvent(
+        kind,
+        timestamp_ms,
+        key.decode("utf-8", "surrogatepass"),
+        dict(zip(KIND_FIELDS[kind], values, strict=True)),
+    )
+
+
+def kind_name(code: int) -> str:
+    return KIND_NAMES.get(code) or f"unknown_{code}"
+
+
+RowDecoder = Callable[[bytes, list[Any]], int]
+_TYPE_CODES = {"str": 0, "int": 1, "strs": 2}
+
+
+def make_row_decoder(positions: Mapping[str, int]) -> RowDecoder:
+    """A decoder for bulk readers: `decode_into(value, row) -> kind code` writes each field of the
+    entry into `row[positions[field]]` (fields without a position are skipped; `strs` become
+    lists) and returns the kind code, an unknown one leaving `row` untouched. Same rules and
+    errors as `decode_fields`, without the per-field calls and tuples (pipeline/ decodes
+    millions of entries with it)."""
+    plans: dict[int, tuple[tuple[int, int], ...]] = {
+        kind.value: tuple(
+            (positions.get(name, -1), _TYPE_CODES[FIELD_TYPES[name]]) for name in names
+        )
+        for kind, names in KIND_FIELDS.items()
+    }
+    i32 = _I32.unpack_from
+    i64 = _I64.unpack_from
+
+    def decode_into(value: bytes, row: list[Any]) -> int:
+        size = len(value)
+        if size < 2:
+            raise HistoryDecodeError("value shorter than its 2-byte head")
+        if value[0] != CODEC_VERSION:
+            raise HistoryDecodeError(
+                f"codec version {value[0]} (this reader knows {CODEC_VERSION})"
+            )
+        code = value[1]
+        plan = plans.get(code)
+        if plan is None:
+            return code
+        pos = 2
+        v: Any
+        try:
+            for col, ftype in plan:
+                if ftype == 0:
+                    (n,) = i32(value, pos)
+                    pos += 4
+                    if n < 0:
+                        v = None
+                    else:
+                        end = pos + n
+                        if end > size:
+                            raise HistoryDecodeError("string runs past the end of the value")
+                        v = value[pos:end].decode("utf-8", "surrogatepass")
+                        pos = end
+                elif ftype == 1:
+                    (v,) = i64(value, pos)
+                    pos += 8
+                else:
+                    (count,) = i32(value, pos)
+                    pos += 4
+                    v = []
+                    for _ in range(max(count, 0)):
+                        (n,) = i32(value, pos)
+                        pos += 4
+                        end = pos + max(n, 0)
+                        if end > size:
+                            raise HistoryDecodeError("string runs past the end of the value")
+                        v.append(value[pos:end].decode("utf-8", "surrogatepass"))
+                        pos = end
+                if col >= 0:
+                    row[col] = v
+        except (struct.error, UnicodeDecodeError) as exc:
+            raise HistoryDecodeError(f"kind {code}: {exc}") from None
+        return code
+
+    return decode_into
