@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime
 import sys
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
@@ -183,8 +183,11 @@ def find_coordinator_response(version: int, request: Any, advertised: Advertised
 # ListOffsets (2)
 
 
-def list_offsets_response(version: int, request: Any, catalog: TopicCatalog) -> Any:
-    """Every catalog partition is empty: earliest = latest = 0; a time lookup finds nothing."""
+def list_offsets_response(
+    version: int, request: Any, catalog: TopicCatalog, stale: Container[str] = ()
+) -> Any:
+    """Every catalog partition is empty: earliest = latest = 0; a time lookup finds nothing.
+    Partitions of a `stale` topic answer NOT_LEADER_OR_FOLLOWER (coordinator.refresh_signal)."""
     cls = response_class(2, version)
     topic_cls = _nested(cls, "ListOffsetsTopicResponse")
     partition_cls = _nested(cls, "ListOffsetsPartitionResponse")
@@ -194,6 +197,8 @@ def list_offsets_response(version: int, request: Any, catalog: TopicCatalog) -> 
         for p in topic.partitions:
             if not catalog.has_partition(topic.name, p.partition_index):
                 error, offset = ErrorCode.unknown_topic_or_partition, -1
+            elif topic.name in stale:
+                error, offset = ErrorCode.not_leader_or_follower, -1
             elif p.timestamp < 0:  # -1 latest, -2 earliest, -3 max timestamp, -4/-5 tiered
                 error, offset = ErrorCode.none, 0
             else:
@@ -217,9 +222,12 @@ def list_offsets_response(version: int, request: Any, catalog: TopicCatalog) -> 
 # Fetch (1)
 
 
-def fetch_response(version: int, request: Any, catalog: TopicCatalog) -> tuple[Any, int]:
+def fetch_response(
+    version: int, request: Any, catalog: TopicCatalog, stale: Container[str] = ()
+) -> tuple[Any, int]:
     """(response, wait_ms): the server sends the response after wait_ms (Fetch's max_wait_ms,
-    since no data will ever arrive), or at once when min_bytes <= 0, as Kafka does."""
+    since no data will ever arrive), or at once when min_bytes <= 0, as Kafka does. Partitions
+    of a `stale` topic answer NOT_LEADER_OR_FOLLOWER at once (coordinator.refresh_signal)."""
     cls = response_class(1, version)
     topic_cls = _nested(cls, "FetchableTopicResponse")
     partition_cls = _nested(cls, "PartitionData")
@@ -227,8 +235,12 @@ def fetch_response(version: int, request: Any, catalog: TopicCatalog) -> tuple[A
     any_error = False
     for topic in request.topics:
         parts = []
+        moved = topic.topic in stale
         for p in topic.partitions:
-            if catalog.has_partition(topic.topic, p.partition):
+            if moved and catalog.has_partition(topic.topic, p.partition):
+                error, high_watermark = ErrorCode.not_leader_or_follower, -1
+                any_error = True
+            elif catalog.has_partition(topic.topic, p.partition):
                 error = ErrorCode.none
                 high_watermark = max(p.fetch_offset, 0)
             else:

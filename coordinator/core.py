@@ -9,7 +9,8 @@ Contract (the runtime depends on exactly this):
 - `next_deadline_ms() -> int | None`: the earliest pending timer, for the runtime's single timer.
 - `replay(record)` / `finish_loading(now_ms)`: rebuild durable state at start-up. The first
   `replay` sets `loading`; `finish_loading` clears it and starts the timers. A core that never
-  replays is simply not loading.
+  replays is simply not loading. `loading_partitions` is the loading fast path's way in for
+  offset values (record_codec.BatchReplayer), with the same effect as replaying them.
 - Effects.replies are released by the runtime only after Effects.records (and every record
   appended before them) are durable.
 
@@ -38,7 +39,7 @@ from coordinator.events import (
     RebalanceCause,
 )
 from coordinator.group import ClassicGroup, GroupSnapshot, GroupState, Member
-from coordinator.joins import RETENTION, GroupMachine
+from coordinator.joins import RETENTION
 from coordinator.messages import (
     Command,
     DeletedGroup,
@@ -78,7 +79,10 @@ from coordinator.records import (
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
+    TopicKey,
+    TopicValue,
 )
+from coordinator.topic_watch import TopicWatch
 from coordinator.topics import TopicCatalog
 
 __all__ = ["CoordinatorConfig", "Effects", "GroupCoordinator", "MemberIdFactory"]
@@ -91,7 +95,7 @@ _NON_EMPTY = (
 )
 
 
-class GroupCoordinator(GroupMachine):
+class GroupCoordinator(TopicWatch):
     def __init__(
         self,
         config: CoordinatorConfig,
@@ -345,6 +349,7 @@ class GroupCoordinator(GroupMachine):
             fx.records.append(Record(OffsetCommitKey(gid, topic, partition), None))
         fx.records.append(Record(GroupMetadataKey(gid), None))
         group = self._groups.pop(gid)
+        self.topic_hashes.untrack(group)
         for pending in group.pending_members.values():
             pending.timer_seq = 0
         fx.events.append(GroupDeleted(gid))
@@ -437,6 +442,10 @@ class GroupCoordinator(GroupMachine):
         """Apply one durable record. Sets `loading` until `finish_loading`."""
         self.loading = True
         key = record.key
+        if isinstance(key, TopicKey):  # coordinator.topic_watch
+            assert record.value is None or isinstance(record.value, TopicValue)
+            self.replay_topic(key, record.value)
+            return
         if isinstance(key, OffsetCommitKey):
             if record.value is None:
                 self._offsets.delete(key.group_id, key.topic, key.partition)
@@ -451,6 +460,15 @@ class GroupCoordinator(GroupMachine):
             return
         assert isinstance(record.value, GroupMetadataValue)
         self._groups[key.group_id] = _group_from_record(key.group_id, record.value)
+
+    def loading_partitions(self, group_id: str, topic: str) -> dict[int, OffsetCommitValue]:
+        """Loading fast path (record_codec.BatchReplayer): the table that replayed offsets of
+        (group_id, topic) go into, the group created as `replay` does. The caller puts a value
+        in it at once and stops using it after any other kind of record."""
+        self.loading = True
+        if group_id not in self._groups:
+            self._groups[group_id] = ClassicGroup(group_id, None)
+        return self._offsets.table(group_id, topic)
 
     def finish_loading(self, now_ms: int) -> None:
         """Start every loaded member's session timer; send oversized groups into a rebalance."""
@@ -475,6 +493,20 @@ class GroupCoordinator(GroupMachine):
     def group(self, group_id: str) -> GroupSnapshot | None:
         group = self._groups.get(group_id)
         return None if group is None else GroupSnapshot.of(group)
+
+    def group_counts(self) -> Iterator[tuple[str, str, str, int, int, int, int]]:
+        """(group_id, state, protocol_type, generation_id, members, static members, pending
+        members) per group: what a metrics scrape needs, without copying any member."""
+        for gid, g in list(self._groups.items()):
+            yield (
+                gid,
+                g.state.value,
+                g.protocol_type or "",
+                g.generation_id,
+                len(g.members),
+                len(g.static_members),
+                len(g.pending_members),
+            )
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitValue]:
         return {(t, p): v for t, p, v in self._offsets.items(group_id)}
@@ -520,4 +552,5 @@ def _group_from_record(group_id: str, value: GroupMetadataValue) -> ClassicGroup
         if value.leader is not None and value.leader in group.members:
             group.leader_id = value.leader
     group.subscribed_topics = group.compute_subscribed_topics()
+    group.metadata_hash = value.metadata_hash  # compared in TopicWatch.topics_loaded
     return group

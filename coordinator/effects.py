@@ -33,6 +33,7 @@ class CoordinatorConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
+    topic_hash: str = "murmur3"  # KIP-1101 topic hash function: murmur3 (seed 002) or xxh3 (4.1)
 
 
 MemberIdFactory = Callable[[str], str]

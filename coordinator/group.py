@@ -151,12 +151,14 @@ class ClassicGroup:
     __slots__ = (
         "generation_id",
         "group_id",
+        "hashed_topics",
         "initial_delay_ms",
         "initial_remaining_ms",
         "join_completed_ms",
         "join_timer_seq",
         "leader_id",
         "members",
+        "metadata_hash",
         "new_member_added",
         "num_awaiting_join",
         "pending_members",
@@ -192,6 +194,10 @@ class ClassicGroup:
         self.protocol_counts: dict[str, int] = {}
         self.num_awaiting_join = 0
         self.subscribed_topics: frozenset[str] | None = None
+        # KIP-1101 (coordinator.topichash): the topics this group is indexed under, and the
+        # metadata hash its current generation was formed with (0 = none / unknown).
+        self.hashed_topics: frozenset[str] = frozenset()
+        self.metadata_hash = 0
         self.new_member_added = False
         # Group timers: join (rebalance timeout or initial delay) and pending sync; seq 0 = none.
         self.join_timer_seq = 0
@@ -403,8 +409,10 @@ _I32 = struct.Struct(">i")
 
 
 def parse_subscription_topics(data: bytes) -> list[str] | None:
-    """ConsumerProtocolSubscription: int16 version (any), then read as v0 (topics, user data);
-    trailing fields ignored. None on any failure (short buffer, negative lengths), as Kafka."""
+    """ConsumerProtocolSubscription (§10.5): int16 version (any value), then read as v0 (topics,
+    user data) whatever the version, since v0 prefixes every version; the v1+ fields (owned
+    partitions, generation, rack) are ignored. None on any failure (short buffer, a negative
+    topic count or string length, user data longer than the buffer): subscriptions unknown."""
     try:
         pos = 2
         _I16.unpack_from(data, 0)
@@ -422,7 +430,8 @@ def parse_subscription_topics(data: bytes) -> list[str] | None:
             pos += length
         (user_len,) = _I32.unpack_from(data, pos)
         pos += 4
-        if user_len < -1 or pos + max(user_len, 0) > len(data):
+        # Kafka's generated reader takes any negative length of nullable bytes as null.
+        if pos + max(user_len, 0) > len(data):
             return None
     except struct.error:
         return None

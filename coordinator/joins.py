@@ -48,6 +48,7 @@ from coordinator.messages import (
     SyncGroupResult,
 )
 from coordinator.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
+from coordinator.topichash import TopicHashCache
 from coordinator.topics import TopicCatalog
 
 # Heap entry kinds.
@@ -92,6 +93,7 @@ class GroupMachine:
         self._seq = 0
         self._retention_seq = 0
         self.loading = False
+        self.topic_hashes = TopicHashCache(topics, config.topic_hash)  # KIP-1101
 
     # -- timers ----------------------------------------------------------------------------------
 
@@ -203,6 +205,7 @@ class GroupMachine:
             leader=group.leader_id,
             current_state_timestamp_ms=self._wall(now_ms) if ts is None else ts,
             members=members,
+            metadata_hash=group.metadata_hash,
         )
         return Record(GroupMetadataKey(group.group_id), value)
 
@@ -224,7 +227,14 @@ class GroupMachine:
         group.remove(member.member_id)
         member.join_reply_to = None
         fx.events.append(
-            MemberLeft(group.group_id, member.member_id, member.group_instance_id, reason)
+            MemberLeft(
+                group.group_id,
+                member.member_id,
+                member.group_instance_id,
+                reason,
+                member.client_id,
+                member.client_host,
+            )
         )
 
     def _answer_syncs(
@@ -317,7 +327,7 @@ class GroupMachine:
         group.pending_sync.clear()
         if not group.members:
             group.protocol_name = None
-            group.subscribed_topics = group.compute_subscribed_topics()
+            self.topic_hashes.track_generation(group)  # §10.5 topics, KIP-1101 hash
             group.transition_to(_EMPTY, wall)
             group.join_completed_ms = now_ms
             fx.records.append(self.group_record(group, now_ms))
@@ -329,7 +339,7 @@ class GroupMachine:
             self._rebalance_completed(group, now_ms, fx)
             return
         group.protocol_name = group.select_protocol()
-        group.subscribed_topics = group.compute_subscribed_topics()
+        self.topic_hashes.track_generation(group)  # §10.5 topics, KIP-1101 hash
         group.transition_to(_COMPLETING, wall)
         group.join_completed_ms = now_ms
         fx.events.append(
@@ -577,7 +587,14 @@ class GroupMachine:
         old.join_reply_to = old.sync_reply_to = None
         old.timer_seq = 0
         fx.events.append(
-            MemberLeft(group.group_id, old_id, old.group_instance_id, LeaveReason.FENCED)
+            MemberLeft(
+                group.group_id,
+                old_id,
+                old.group_instance_id,
+                LeaveReason.FENCED,
+                old.client_id,
+                old.client_host,
+            )
         )
         fx.events.append(
             MemberJoined(

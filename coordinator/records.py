@@ -58,8 +58,22 @@ class OffsetCommitValue:
     expire_timestamp_ms: int | None  # only for v2-4 commits with an explicit retention
 
 
-RecordKey = GroupMetadataKey | OffsetCommitKey
-RecordValue = GroupMetadataValue | OffsetCommitValue
+@dataclass(frozen=True, slots=True)
+class TopicKey:
+    """groupcoord's own record (type >= 100): a topic of the catalog (coordinator.topics)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicValue:
+    topic_id: bytes  # the 16 bytes of the Kafka Uuid (msb then lsb, big-endian)
+    partitions: int
+    racks: tuple[tuple[str, ...], ...]  # per partition, the replicas' racks; () = unknown
+
+
+RecordKey = GroupMetadataKey | OffsetCommitKey | TopicKey
+RecordValue = GroupMetadataValue | OffsetCommitValue | TopicValue
 
 
 @dataclass(frozen=True, slots=True)

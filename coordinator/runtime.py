@@ -96,6 +96,7 @@ class Runtime:
         self._timer_deadline_ms: int | None = None
         self._next_reply_to = 0
         self._waiters: set[asyncio.Task[None]] = set()
+        self.last_write_error: BaseException | None = None  # set by a refused append
 
     def now_ms(self) -> int:
         return int(self._loop.time() * 1000)
@@ -128,6 +129,7 @@ class Runtime:
         try:
             seq = journal.append(effects.records) if effects.records else journal.last_seq()
         except Exception as exc:  # the log refuses appends (a failed disk): nothing is acked
+            self.last_write_error = exc
             self._write_failed(effects.replies, exc)
             self._arm_timer()
             return
@@ -178,6 +180,38 @@ class Runtime:
         self._timer = None
         self._timer_deadline_ms = None
         self.apply(self.core.expire(self.now_ms()))
+
+    def apply_then(
+        self,
+        effects: Effects,
+        done: Callable[[], None],
+        failed: Callable[[BaseException], None],
+    ) -> None:
+        """`apply`, then call `done()` once the effects' records (and every record appended
+        before them) are durable, or `failed(exc)` if they cannot be: for a reply that is not a
+        core Result (the topic admin APIs, coordinator.topic_service)."""
+        self.last_write_error = None
+        self.apply(effects)
+        if self.last_write_error is not None:
+            failed(self.last_write_error)
+            return
+        seq = self.journal.last_seq()
+        if seq <= self.journal.durable_seq():
+            done()
+            return
+        task = self._loop.create_task(self._then_when_durable(seq, done, failed))
+        self._waiters.add(task)
+        task.add_done_callback(self._waiters.discard)
+
+    async def _then_when_durable(
+        self, seq: int, done: Callable[[], None], failed: Callable[[BaseException], None]
+    ) -> None:
+        try:
+            await self.journal.wait_durable(seq)
+        except Exception as exc:
+            failed(exc)
+            return
+        done()
 
     async def drain(self) -> None:
         """Wait until every reply held for durability has been released or failed."""

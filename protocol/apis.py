@@ -23,7 +23,10 @@ __all__ = [
     "APIS",
     "API_TABLE",
     "API_VERSIONS",
+    "CREATE_PARTITIONS",
+    "CREATE_TOPICS",
     "DELETE_GROUPS",
+    "DELETE_TOPICS",
     "DESCRIBE_GROUPS",
     "FETCH",
     "FIND_COORDINATOR",
@@ -61,6 +64,9 @@ SYNC_GROUP: Final = 14
 DESCRIBE_GROUPS: Final = 15
 LIST_GROUPS: Final = 16
 API_VERSIONS: Final = 18
+CREATE_TOPICS: Final = 19
+DELETE_TOPICS: Final = 20
+CREATE_PARTITIONS: Final = 37
 DELETE_GROUPS: Final = 42
 OFFSET_DELETE: Final = 47
 
@@ -92,6 +98,12 @@ API_TABLE: Final[tuple[ApiSpec, ...]] = (
     ApiSpec(DESCRIBE_GROUPS, "describe_groups", 0, 5, 5),
     ApiSpec(LIST_GROUPS, "list_groups", 0, 5, 3),
     ApiSpec(API_VERSIONS, "api_versions", 0, 4, 3),
+    # Topic admin (standalone mode, coordinator.topic_admin). Kafka 4.0's floors (KIP-896); the
+    # tops are what Java 3.9 sends; librdkafka 2.x sends <= 4/4/2, aiokafka <= 3/3/1, kafka-python
+    # 3 <= 7/6/3 (each picks the highest common version).
+    ApiSpec(CREATE_TOPICS, "create_topics", 2, 7, 5),
+    ApiSpec(DELETE_TOPICS, "delete_topics", 1, 6, 4),
+    ApiSpec(CREATE_PARTITIONS, "create_partitions", 0, 3, 2),
     ApiSpec(DELETE_GROUPS, "delete_groups", 0, 2, 2),
     ApiSpec(OFFSET_DELETE, "offset_delete", 0, 0, None),
 )

@@ -277,7 +277,8 @@ async def start_member(tmp: Path, peers: Path, kind: str, name: str, *, bootstra
                        topic: str, assignors: list[str] | tuple[str, ...] = ("range",),
                        instance_id: str | None = None, session_timeout_ms: int = 10000,
                        heartbeat_interval_ms: int = 500,
-                       rebalance_timeout_ms: int | None = None) -> Member:
+                       rebalance_timeout_ms: int | None = None,
+                       metadata_max_age_ms: int = 5000) -> Member:
     if rebalance_timeout_ms is None:
         # librdkafka refuses max.poll.interval.ms below session.timeout.ms.
         rebalance_timeout_ms = max(20000, session_timeout_ms)
@@ -285,7 +286,8 @@ async def start_member(tmp: Path, peers: Path, kind: str, name: str, *, bootstra
             "--assignors", ",".join(assignors), "--client-id", name,
             "--session-timeout-ms", str(session_timeout_ms),
             "--heartbeat-interval-ms", str(heartbeat_interval_ms),
-            "--rebalance-timeout-ms", str(rebalance_timeout_ms)]
+            "--rebalance-timeout-ms", str(rebalance_timeout_ms),
+            "--metadata-max-age-ms", str(metadata_max_age_ms)]
     if instance_id is not None:
         args += ["--instance-id", instance_id]
     log_path = tmp / f"member-{name}-{time.monotonic_ns()}.log"

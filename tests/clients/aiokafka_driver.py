@@ -51,6 +51,8 @@ async def main() -> int:
     args = parse_args()
     loop = asyncio.get_running_loop()
     closing = asyncio.Event()
+    max_age = args.metadata_max_age_ms  # < 0: the library's default
+    extra = {} if max_age < 0 else {"metadata_max_age_ms": max_age}
     consumer = AIOKafkaConsumer(
         bootstrap_servers=args.bootstrap,
         group_id=args.group,
@@ -64,7 +66,7 @@ async def main() -> int:
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         retry_backoff_ms=100,
-        metadata_max_age_ms=5000,
+        **extra,
     )
     listener = Listener()
     listener.consumer = consumer

@@ -5,7 +5,7 @@ loops never share an interpreter). Arguments:
 
     --bootstrap HOST:PORT --group G --topic T --assignors range,roundrobin --client-id C
     [--instance-id I] [--session-timeout-ms N] [--heartbeat-interval-ms N]
-    [--rebalance-timeout-ms N]
+    [--rebalance-timeout-ms N] [--metadata-max-age-ms N (-1: the library's default)]
 
 It prints one JSON object per line on stdout (the Java driver, tests/java/ConsumerDriver.java, too):
 
@@ -48,6 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--session-timeout-ms", type=int, default=10000)
     p.add_argument("--heartbeat-interval-ms", type=int, default=500)
     p.add_argument("--rebalance-timeout-ms", type=int, default=30000)
+    p.add_argument("--metadata-max-age-ms", type=int, default=5000)  # -1: the library's default
     args = p.parse_args(argv)
     args.assignors = [a for a in args.assignors.split(",") if a]
     return args

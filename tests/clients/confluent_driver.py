@@ -28,13 +28,14 @@ def main() -> int:
         "max.poll.interval.ms": args.rebalance_timeout_ms,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "topic.metadata.refresh.interval.ms": 5000,
         "retry.backoff.ms": 100,
         "reconnect.backoff.ms": 100,
         "log_level": 3,
     }
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
+    if args.metadata_max_age_ms >= 0:  # librdkafka's metadata.max.age.ms default is 3x this
+        conf["topic.metadata.refresh.interval.ms"] = args.metadata_max_age_ms
     consumer = Consumer(conf)
     owned: set[int] = set()
     cooperative = "cooperative-sticky" in args.assignors

@@ -48,6 +48,8 @@ class Listener(ConsumerRebalanceListener):
 def main() -> int:
     args = parse_args()
     closing = threading.Event()
+    max_age = args.metadata_max_age_ms  # < 0: the library's default
+    extra = {} if max_age < 0 else {"metadata_max_age_ms": max_age}
     consumer = KafkaConsumer(
         bootstrap_servers=args.bootstrap,
         group_id=args.group,
@@ -61,7 +63,7 @@ def main() -> int:
         auto_offset_reset="earliest",
         retry_backoff_ms=100,
         reconnect_backoff_ms=100,
-        metadata_max_age_ms=5000,
+        **extra,
     )
     listener = Listener()
     listener.consumer = consumer

@@ -1,12 +1,15 @@
 // One admin call through the Java AdminClient, printed as one JSON line (the real-client tests).
 //
-// Args: BOOTSTRAP list | describe GROUP | delete GROUP
+// Args: BOOTSTRAP list | describe GROUP | delete GROUP | create-topic TOPIC PARTITIONS
+//       | create-partitions TOPIC COUNT | delete-topic TOPIC
 //   list     -> {"groups":{"g":"STABLE",...}}
 //   describe -> {"state":"STABLE","protocol":"range","members":{"member-id":[0,1,...]}}
-//   delete   -> {"result":"OK"} or {"result":"<exception simple name>"}
+//   delete, create-topic, create-partitions, delete-topic
+//            -> {"result":"OK"} or {"result":"<exception simple name>"}
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.TreeSet;
 import java.util.concurrent.ExecutionException;
@@ -16,11 +19,24 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
 
 public final class AdminDriver {
     private static String str(String s) {
         return s == null ? "null" : "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
+    }
+
+    private static String result(KafkaFuture<Void> future) throws Exception {
+        String result = "OK";
+        try {
+            future.get(15, TimeUnit.SECONDS);
+        } catch (ExecutionException e) {
+            result = e.getCause().getClass().getSimpleName();
+        }
+        return "{\"result\":" + str(result) + "}";
     }
 
     public static void main(String[] argv) throws Exception {
@@ -66,6 +82,17 @@ public final class AdminDriver {
                     out = "{\"result\":" + str(result) + "}";
                     break;
                 }
+                case "create-topic":
+                    out = result(admin.createTopics(List.of(
+                            new NewTopic(argv[2], Integer.parseInt(argv[3]), (short) 1))).all());
+                    break;
+                case "create-partitions":
+                    out = result(admin.createPartitions(Map.of(
+                            argv[2], NewPartitions.increaseTo(Integer.parseInt(argv[3])))).all());
+                    break;
+                case "delete-topic":
+                    out = result(admin.deleteTopics(List.of(argv[2])).all());
+                    break;
                 default:
                     throw new IllegalArgumentException("unknown command " + argv[1]);
             }

@@ -2,7 +2,7 @@
 //
 // Args: --bootstrap HOST:PORT --group G --topic T --assignors range,roundrobin --client-id C
 //       [--instance-id I] [--session-timeout-ms N] [--heartbeat-interval-ms N]
-//       [--rebalance-timeout-ms N]
+//       [--rebalance-timeout-ms N] [--metadata-max-age-ms N (-1: the client's default)]
 // Prints one JSON object per line on stdout:
 //   {"event":"started"}
 //   {"event":"assigned","partitions":[...],"added":[...],"generation":G,"member_id":"..."}
@@ -94,7 +94,10 @@ public final class ConsumerDriver {
         props.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, args.getOrDefault("rebalance-timeout-ms", "30000"));
         props.put(ConsumerConfig.RETRY_BACKOFF_MS_CONFIG, "100");
         props.put(ConsumerConfig.RECONNECT_BACKOFF_MS_CONFIG, "100");
-        props.put(ConsumerConfig.METADATA_MAX_AGE_CONFIG, "5000");
+        String maxAge = args.getOrDefault("metadata-max-age-ms", "5000");
+        if (!maxAge.equals("-1")) {  // -1: the client's default (5 minutes)
+            props.put(ConsumerConfig.METADATA_MAX_AGE_CONFIG, maxAge);
+        }
         if (args.containsKey("instance-id")) {
             props.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, args.get("instance-id"));
         }

@@ -1,0 +1,236 @@
+"""KIP-1101 topic and group hashes (coordinator.topichash): the reference §13.5 vectors with XXH3,
+Murmur3 stability, the properties seed 002 asks for, and the cache's behaviour."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coordinator.topichash import (
+    HASH_FUNCTIONS,
+    TopicHashCache,
+    group_hash,
+    java_sorted,
+    topic_hash,
+    topic_hash_bytes,
+)
+from coordinator.topics import TopicCatalog, TopicInfo
+
+FOO = TopicInfo(
+    "foo",
+    uuid.UUID(int=(0x0123456789ABCDEF << 64) | 0xFEDCBA9876543210),
+    2,
+    (("rack1", "rack0"), ("rack2", "rack1")),
+)
+BAR = TopicInfo("bar", uuid.UUID(int=(0x1111111111111111 << 64) | 0x2222222222222222), 3)
+XXH3 = HASH_FUNCTIONS["xxh3"]
+MURMUR3 = HASH_FUNCTIONS["murmur3"]
+
+
+# -- reference §13.5 ------------------------------------------------------------------------------
+
+
+def test_vector_a_bytes_and_xxh3_hash() -> None:
+    expected = bytes.fromhex(
+        "00 efcdab8967452301 1032547698badcfe 66006f006f00 03000000 02000000"
+        "00000000 05000000 7200610063006b003000 05000000 05000000 7200610063006b003100 05000000"
+        "01000000 05000000 7200610063006b003100 05000000 05000000 7200610063006b003200 05000000"
+    )
+    assert topic_hash_bytes(FOO) == expected
+    assert topic_hash(FOO, XXH3) == 4231092367357902416
+
+
+def test_vector_b_bytes_and_xxh3_hash() -> None:
+    expected = bytes.fromhex(
+        "00 1111111111111111 2222222222222222 620061007200 03000000 03000000"
+        "00000000 01000000 02000000"
+    )
+    assert topic_hash_bytes(BAR) == expected
+    assert topic_hash(BAR, XXH3) == -8760998871982857699
+
+
+def test_group_vector_and_empty_inputs() -> None:
+    hashes = {"foo": topic_hash(FOO, XXH3), "bar": topic_hash(BAR, XXH3)}
+    assert group_hash(hashes, XXH3) == -4966312685899458413
+    assert group_hash({}, XXH3) == 0
+    assert XXH3(b"") == 0x2D06800538D394C2
+
+
+def test_uuid_text_form_matches_the_reference() -> None:
+    import base64
+
+    text = base64.urlsafe_b64encode(FOO.topic_id.bytes).rstrip(b"=").decode()
+    assert text == "ASNFZ4mrze_-3LqYdlQyEA"
+
+
+# -- Murmur3: stable across runs and processes ----------------------------------------------------
+
+
+def test_murmur3_is_guava_first_64_bits() -> None:
+    import struct
+
+    import mmh3
+
+    data = topic_hash_bytes(FOO)
+    assert MURMUR3(data) == struct.unpack("<q", mmh3.hash_bytes(data)[:8])[0]
+
+
+def test_murmur3_values_are_stable_across_processes() -> None:
+    code = (
+        "import uuid; from coordinator.topichash import topic_hash, HASH_FUNCTIONS;"
+        "from coordinator.topics import TopicInfo;"
+        f"t = TopicInfo('foo', uuid.UUID(int={FOO.topic_id.int}), 2, {FOO.racks!r});"
+        "print(topic_hash(t, HASH_FUNCTIONS['murmur3']))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert int(out) == topic_hash(FOO, MURMUR3)
+    # A pinned value: a change of layout or function shows up here (and would rebalance every
+    # consumer group after an upgrade, so it must be deliberate: bump the magic byte).
+    assert topic_hash(FOO, MURMUR3) == PINNED_MURMUR3_FOO
+
+
+PINNED_MURMUR3_FOO = 3171193047701513596
+
+
+# -- properties -----------------------------------------------------------------------------------
+
+names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789._-", min_size=1, max_size=20)
+racks = st.text(min_size=1, max_size=8)
+
+
+@st.composite
+def topics(draw: st.DrawFn) -> TopicInfo:
+    partitions = draw(st.integers(1, 6))
+    with_racks = draw(st.booleans())
+    rack_lists = (
+        tuple(draw(st.lists(racks, max_size=4)) for _ in range(partitions)) if with_racks else ()
+    )
+    return TopicInfo(
+        draw(names),
+        uuid.UUID(int=draw(st.integers(0, 2**128 - 1))),
+        partitions,
+        tuple(tuple(r) for r in rack_lists),
+    )
+
+
+@given(topics(), st.sampled_from(sorted(HASH_FUNCTIONS)), st.randoms())
+def test_rack_order_does_not_matter(topic: TopicInfo, fn: str, rnd: object) -> None:
+    shuffled = []
+    for r in topic.racks:
+        rs = list(r)
+        rnd.shuffle(rs)  # type: ignore[attr-defined]
+        shuffled.append(tuple(rs))
+    other = TopicInfo(topic.name, topic.topic_id, topic.partitions, tuple(shuffled))
+    assert topic_hash(other, HASH_FUNCTIONS[fn]) == topic_hash(topic, HASH_FUNCTIONS[fn])
+
+
+@given(topics(), st.sampled_from(sorted(HASH_FUNCTIONS)))
+def test_unknown_racks_hash_like_no_racks(topic: TopicInfo, fn: str) -> None:
+    bare = TopicInfo(topic.name, topic.topic_id, topic.partitions)
+    empty = TopicInfo(topic.name, topic.topic_id, topic.partitions, ((),) * topic.partitions)
+    assert topic_hash(bare, HASH_FUNCTIONS[fn]) == topic_hash(empty, HASH_FUNCTIONS[fn])
+
+
+@given(topics(), st.sampled_from(sorted(HASH_FUNCTIONS)), st.data())
+def test_any_change_changes_the_hash(topic: TopicInfo, fn: str, data: st.DataObject) -> None:
+    f = HASH_FUNCTIONS[fn]
+    base = topic_hash(topic, f)
+    new_id = uuid.UUID(int=(topic.topic_id.int + 1) % 2**128)
+    assert topic_hash(TopicInfo(topic.name, new_id, topic.partitions, topic.racks), f) != base
+    assert (
+        topic_hash(TopicInfo(topic.name + "x", topic.topic_id, topic.partitions, topic.racks), f)
+        != base
+    )
+    assert topic_hash(topic.with_partitions(topic.partitions + 1), f) != base
+    p = data.draw(st.integers(0, topic.partitions - 1))
+    rack_lists = [list(topic.partition_racks(i)) for i in range(topic.partitions)]
+    rack_lists[p].append(data.draw(racks))  # a replica more, with a rack
+    changed = TopicInfo(topic.name, topic.topic_id, topic.partitions, tuple(map(tuple, rack_lists)))
+    assert topic_hash(changed, f) != base
+
+
+@given(
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from(sorted(HASH_FUNCTIONS)),
+)
+def test_group_hash_changes_when_two_topics_swap_hashes(a: int, b: int, fn: str) -> None:
+    if a == b:
+        return
+    f = HASH_FUNCTIONS[fn]
+    assert group_hash({"x": a, "y": b}, f) != group_hash({"x": b, "y": a}, f)
+
+
+def test_java_order_for_non_ascii() -> None:
+    # U+FF21 (one UTF-16 unit) sorts after U+1F600 (a surrogate pair starting 0xD83D) in Java.
+    assert java_sorted(["\uff21", "\U0001f600"]) == ["\U0001f600", "\uff21"]
+    assert java_sorted(["b", "a", "B"]) == ["B", "a", "b"]
+
+
+# -- the cache ------------------------------------------------------------------------------------
+
+
+def _catalog() -> TopicCatalog:
+    return TopicCatalog([FOO, BAR, TopicInfo("baz", uuid.UUID(int=9), 4)])
+
+
+def test_computed_once_however_many_groups_read_it() -> None:
+    cache = TopicHashCache(_catalog())
+    for i in range(100):
+        cache.subscribe(f"g{i}", frozenset(), frozenset({"foo", "bar"}))
+    values = {cache.group_hash(frozenset({"foo", "bar"})) for _ in range(100)}
+    assert len(values) == 1
+    assert cache.misses == 2 and cache.hits == 198 and cache.entries == 2
+
+
+def test_unread_topics_are_not_cached() -> None:
+    cache = TopicHashCache(_catalog())
+    cache.group_hash(frozenset({"baz"}))
+    assert cache.entries == 0 and cache.misses == 1
+
+
+def test_evicted_when_the_last_reader_leaves() -> None:
+    cache = TopicHashCache(_catalog())
+    cache.subscribe("g1", frozenset(), frozenset({"foo", "bar"}))
+    cache.subscribe("g2", frozenset(), frozenset({"foo"}))
+    cache.group_hash(frozenset({"foo", "bar"}))
+    assert "foo" in cache and "bar" in cache
+    cache.subscribe("g1", frozenset({"foo", "bar"}), frozenset())
+    assert "foo" in cache and "bar" not in cache
+    assert cache.readers("foo") == {"g2"} and not cache.readers("bar")
+    cache.subscribe("g2", frozenset({"foo"}), frozenset())
+    assert cache.entries == 0
+
+
+def test_recomputed_after_a_change() -> None:
+    catalog = _catalog()
+    cache = TopicHashCache(catalog)
+    cache.subscribe("g", frozenset(), frozenset({"baz"}))
+    before = cache.topic_hash("baz")
+    catalog.put(catalog.get("baz").with_partitions(8))  # type: ignore[union-attr]
+    assert cache.topic_hash("baz") == before  # still the cached value until invalidated
+    cache.invalidate("baz")
+    after = cache.topic_hash("baz")
+    assert after != before and cache.recomputations == 1 and cache.misses == 2
+
+
+def test_deleted_topics_drop_out_of_the_group_hash() -> None:
+    catalog = _catalog()
+    cache = TopicHashCache(catalog)
+    both = cache.group_hash(frozenset({"foo", "bar"}))
+    catalog.remove("bar")
+    cache.invalidate("bar")
+    assert cache.group_hash(frozenset({"foo", "bar"})) == cache.group_hash(frozenset({"foo"}))
+    assert cache.group_hash(frozenset({"foo"})) != both
+    assert cache.group_hash(frozenset({"gone"})) == 0
+
+
+def test_xxh3_option_reproduces_kafka_through_the_cache() -> None:
+    cache = TopicHashCache(_catalog(), "xxh3")
+    assert cache.group_hash(frozenset({"foo", "bar"})) == -4966312685899458413
