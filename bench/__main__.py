@@ -312,6 +312,9 @@ async def run_serverless(
 
 def load_scenario_modules() -> None:
     """Import every `bench/scenario_*.py`: each registers its scenarios on import."""
+    # Run as `python -m bench`, this module is `__main__`: make `from bench.__main__ import
+    # register` in a scenario module find this very module (one registry), not load a copy.
+    sys.modules.setdefault("bench.__main__", sys.modules[__name__])
     package = Path(__file__).parent
     for info in sorted(pkgutil.iter_modules([str(package)]), key=lambda m: m.name):
         if info.name.startswith("scenario_"):

