@@ -1,8 +1,12 @@
 """`groupcoord`: the command line.
 
-    groupcoord serve [--listen HOST:PORT] [--data-dir DIR] [--topic NAME:PARTITIONS ...] ...
+    groupcoord serve [--config FILE] [--listen HOST:PORT] [--topic NAME:PARTITIONS ...] ...
+    groupcoord groups list|describe GROUP [--bootstrap-server HOST:PORT]
+    groupcoord log dump DATA_DIR
 
-Start-up problems (a bad flag value) stop with one line naming the setting and exit code 2.
+`serve`'s settings come from coordinator/config.py's table (flags > GROUPCOORD_* env > TOML file >
+defaults). A bad value, or a listener or data dir that cannot be opened, stops start-up with one
+line naming the setting as the user wrote it, and exit code 2. Shutdown: coordinator/lifecycle.py.
 """
 
 from __future__ import annotations
@@ -11,16 +15,18 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import signal
 import sys
 import uuid
 from collections.abc import Sequence
 
+from coordinator import config, groups_cli, history, http, lifecycle, sidecar
+from coordinator.config import ConfigError, Settings
 from coordinator.core import CoordinatorConfig
 from coordinator.journal import DiskJournal
-from coordinator.server import DEFAULT_MAX_FRAME_BYTES, Server, ServerOptions
+from coordinator.server import Server, ServerOptions
 from coordinator.topics import TopicCatalog, TopicInfo, parse_topic_spec
-from storage.disk import DiskLog, parse_policy
+from pipeline import cli as audit_cli
+from storage.disk import DiskLog
 from storage.dump import dump
 
 log = logging.getLogger("groupcoord")
@@ -28,18 +34,14 @@ log = logging.getLogger("groupcoord")
 # Declared topics get an id derived from their name, so it is the same after a restart.
 _TOPIC_ID_NAMESPACE = uuid.UUID("6f1c1d3e-2a8b-4a53-9a0e-5b7d4c2e9f10")
 
+EXIT_CONFIG = 2  # a bad setting: argparse's exit code for bad usage
+
 
 def parse_host_port(value: str, setting: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host:
-        raise ValueError(f"{setting}: expected HOST:PORT, got {value!r}")
     try:
-        number = int(port)
-    except ValueError:
-        raise ValueError(f"{setting}: port must be an integer, got {port!r}") from None
-    if not 0 <= number <= 65535:
-        raise ValueError(f"{setting}: port must be 0-65535, got {number}")
-    return host.strip("[]"), number
+        return config.parse_host_port(value)
+    except ValueError as exc:
+        raise ValueError(f"{setting}: {exc}") from None
 
 
 def new_member_id(prefix: str) -> str:
@@ -50,154 +52,149 @@ def new_member_id(prefix: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="groupcoord", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser(
+    serve_cmd = sub.add_parser(
         "serve",
         help="run the coordinator",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Run the coordinator. Each setting is a flag, an environment variable, or a "
+        "key of the --config TOML file; a flag wins over the environment, which wins over the "
+        "file. SIGTERM/SIGINT stop it gracefully; a second signal stops it at once.",
     )
-    defaults = CoordinatorConfig()
-    serve.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to accept clients on")
-    serve.add_argument(
-        "--advertised-host", default=None, help="host put in Metadata (default: the listen host)"
+    config.add_arguments(serve_cmd)
+    serve_cmd.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved settings as TOML, each with its source, and exit",
     )
-    serve.add_argument("--data-dir", default="./data", help="where the group log lives")
-    serve.add_argument(
-        "--topic",
-        action="append",
-        default=[],
-        metavar="NAME:PARTITIONS",
-        help="declare a topic (repeatable)",
-    )
-    serve.add_argument(
-        "--initial-rebalance-delay-ms",
-        type=int,
-        default=defaults.initial_rebalance_delay_ms,
-        help="group.initial.rebalance.delay.ms",
-    )
-    serve.add_argument(
-        "--session-timeout-min-ms",
-        type=int,
-        default=defaults.session_timeout_min_ms,
-        help="group.min.session.timeout.ms",
-    )
-    serve.add_argument(
-        "--session-timeout-max-ms",
-        type=int,
-        default=defaults.session_timeout_max_ms,
-        help="group.max.session.timeout.ms",
-    )
-    serve.add_argument(
-        "--max-group-size", type=int, default=defaults.max_group_size, help="group.max.size"
-    )
-    serve.add_argument(
-        "--max-frame-bytes",
-        type=int,
-        default=DEFAULT_MAX_FRAME_BYTES,
-        help="largest request (socket.request.max.bytes); a larger one closes the connection",
-    )
-    serve.add_argument(
-        "--metrics-listen", default="127.0.0.1:9108", help="HOST:PORT for /metrics ('' = off)"
-    )
-    serve.add_argument(
-        "--fsync",
-        default="always",
-        help="'always' (a reply waits for the fsync of its records; concurrent writes share one) "
-        "or 'interval:<ms>' (a reply waits for the OS write; fsync within <ms>)",
-    )
-    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
 
     log_cmd = sub.add_parser("log", help="inspect the group log")
     log_sub = log_cmd.add_subparsers(dest="log_command", required=True)
     dump_cmd = log_sub.add_parser("dump", help="print every record, like kafka-dump-log")
     dump_cmd.add_argument("data_dir", metavar="DATA_DIR")
+
+    groups_cli.add_parser(sub)
+    audit_cli.add_parser(sub)
     return parser
 
 
-def options_from_args(args: argparse.Namespace) -> tuple[ServerOptions, TopicCatalog]:
-    host, port = parse_host_port(args.listen, "--listen")
-    for name, value, low in (
-        ("--initial-rebalance-delay-ms", args.initial_rebalance_delay_ms, 0),
-        ("--session-timeout-min-ms", args.session_timeout_min_ms, 1),
-        ("--session-timeout-max-ms", args.session_timeout_max_ms, 1),
-        ("--max-group-size", args.max_group_size, 1),
-        ("--max-frame-bytes", args.max_frame_bytes, 64),
-    ):
-        if value < low:
-            raise ValueError(f"{name}: must be >= {low}, got {value}")
-    if args.session_timeout_max_ms < args.session_timeout_min_ms:
-        raise ValueError("--session-timeout-max-ms: must be >= --session-timeout-min-ms")
+def options_from_settings(settings: Settings) -> tuple[ServerOptions, TopicCatalog]:
+    host, port = config.parse_host_port(settings.listen)
     topics = []
-    for spec in args.topic:
+    for spec in settings.topic:
         name, partitions = parse_topic_spec(spec)
         topics.append(TopicInfo(name, uuid.uuid5(_TOPIC_ID_NAMESPACE, name), partitions))
-    config = CoordinatorConfig(
-        session_timeout_min_ms=args.session_timeout_min_ms,
-        session_timeout_max_ms=args.session_timeout_max_ms,
-        initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
-        max_group_size=args.max_group_size,
+    coordinator = CoordinatorConfig(
+        session_timeout_min_ms=settings.session_timeout_min_ms,
+        session_timeout_max_ms=settings.session_timeout_max_ms,
+        initial_rebalance_delay_ms=settings.initial_rebalance_delay_ms,
+        max_group_size=settings.max_group_size,
+        offsets_retention_ms=settings.offsets_retention_minutes * 60_000,
+        offsets_retention_check_interval_ms=settings.offsets_retention_check_interval_ms,
+        topic_hash=settings.topic_hash,
     )
     options = ServerOptions(
         host=host,
         port=port,
-        advertised_host=args.advertised_host,
-        max_frame_bytes=args.max_frame_bytes,
-        coordinator=config,
+        advertised_host=settings.advertised_host,
+        max_frame_bytes=settings.max_frame_bytes,
+        coordinator=coordinator,
     )
     return options, TopicCatalog(tuple(topics))
 
 
-async def serve(
-    options: ServerOptions,
-    catalog: TopicCatalog,
-    metrics_listen: str,
-    data_dir: str,
-    fsync: str,
-) -> None:
-    disk = await DiskLog.open(data_dir, policy=fsync)
-    server = Server(options, catalog, new_member_id, journal=DiskJournal(disk))
-    await server.start()
-    if metrics_listen:
-        from prometheus_client import start_http_server
+class StartupError(Exception):
+    """A resource named by a setting could not be opened (one line, exit code 2)."""
 
-        mhost, mport = parse_host_port(metrics_listen, "--metrics-listen")
-        start_http_server(mport, addr=mhost)  # its own thread: never blocks the event loop
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    log.info("shutting down")
-    await server.stop()
-    await disk.close()
+
+async def serve(settings: Settings) -> None:
+    options, catalog = options_from_settings(settings)
+    signals = lifecycle.Signals(settings.shutdown_timeout_ms)
+    try:
+        disk = await DiskLog.open(settings.data_dir, policy=settings.fsync)
+    except OSError as exc:
+        raise StartupError(f"{settings.origin('data_dir')}: cannot open the log: {exc}") from None
+    server = Server(options, catalog, new_member_id, journal=DiskJournal(disk))
+    side = sidecar.from_settings(server, settings)  # --upstream: sidecar mode
+    recorder = history.HistoryRecorder.from_settings(settings)  # None with --no-history
+    if recorder is not None:
+        recorder.attach(server.event_sinks)
+    obs: http.Observability | None = None
+    try:
+        # Before the server starts: /healthz answers while the log replays.
+        try:
+            obs = await http.start(
+                server, settings.metrics_listen, per_group=settings.metrics_per_group
+            )
+        except OSError as exc:
+            origin = settings.origin("metrics_listen")
+            raise StartupError(f"{origin}: cannot listen: {exc}") from None
+        await _start(server, settings, signals)
+        if side is not None and not signals.stopping.is_set():
+            await side.start(obs)
+        await signals.stopping.wait()
+        await server.stop(drain_timeout_s=settings.shutdown_timeout_ms / 2000)
+        if side is not None:
+            await side.stop()
+        await disk.close()  # flush and fsync what is still pending
+        log.info("stopped")
+    finally:
+        if obs is not None:
+            await obs.close()
+        await disk.close()  # idempotent; on a failed start, the only close
+        if recorder is not None:
+            await asyncio.to_thread(recorder.close)  # writes what is queued, fsyncs
+        signals.close()
+
+
+async def _start(server: Server, settings: Settings, signals: lifecycle.Signals) -> None:
+    """Start, unless a signal comes first (a long log replay must not delay a stop)."""
+    starting = asyncio.ensure_future(server.start())
+    stopping = asyncio.ensure_future(signals.stopping.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not starting.done():
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        return
+    try:
+        starting.result()
+    except OSError as exc:
+        raise StartupError(f"{settings.origin('listen')}: cannot listen: {exc}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(getattr(args, "log_level", "INFO")).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     if args.command == "serve":
-        try:
-            options, catalog = options_from_args(args)
-            try:
-                parse_policy(args.fsync)
-            except ValueError as exc:
-                raise ValueError(f"--fsync: {exc}") from None
-        except ValueError as exc:
-            print(f"groupcoord: {exc}", file=sys.stderr)
-            return 2
-        import uvloop
-
-        with contextlib.suppress(KeyboardInterrupt):
-            uvloop.run(serve(options, catalog, args.metrics_listen, args.data_dir, args.fsync))
-        return 0
+        return _main_serve(args)
     if args.command == "log":
         for line in dump(args.data_dir):
             print(line)
         return 0
-    return 2
+    if args.command == "groups":
+        return groups_cli.main(args)
+    if args.command == "audit":
+        return audit_cli.run(args)
+    return EXIT_CONFIG
+
+
+def _main_serve(args: argparse.Namespace) -> int:
+    try:
+        settings = config.resolve(args)
+    except ConfigError as exc:
+        print(f"groupcoord: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.print_config:
+        print(config.render_toml(settings))
+        return 0
+    lifecycle.setup_logging(settings.log_level, settings.log_format)
+    import uvloop
+
+    try:
+        uvloop.run(serve(settings))
+    except StartupError as exc:
+        print(f"groupcoord: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    return 0
 
 
 if __name__ == "__main__":

@@ -57,6 +57,8 @@ class MemberLeft:
     member_id: str
     group_instance_id: str | None
     reason: LeaveReason
+    client_id: str = ""  # who it was, for the history log (coordinator/history.py)
+    client_host: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +112,18 @@ class OffsetsDeleted:
     partitions: int
 
 
+@dataclass(frozen=True, slots=True)
+class GroupMetadataHashChanged:
+    """A Stable or CompletingRebalance group's metadata hash (KIP-1101, coordinator.topichash) no
+    longer matches the one its generation was formed with; a METADATA_CHANGED rebalance follows.
+    `topics`: the topic whose change caused it; after a restart, every subscribed topic (the log
+    keeps only the group's combined hash, so which one changed while it was down is unknown)."""
+
+    group_id: str
+    topics: tuple[str, ...]
+    now_ms: int
+
+
 Event = (
     GroupCreated
     | GroupDeleted
@@ -121,4 +135,5 @@ Event = (
     | OffsetsCommitted
     | OffsetsExpired
     | OffsetsDeleted
+    | GroupMetadataHashChanged
 )

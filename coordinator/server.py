@@ -12,24 +12,32 @@ Rules (STYLE.md; Kafka's broker does the same by muting a channel while a reques
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode
 
 from coordinator import adapters, broker
-from coordinator.core import CoordinatorConfig, Effects, GroupCoordinator, MemberIdFactory
+from coordinator.core import CoordinatorConfig, GroupCoordinator, MemberIdFactory
 from coordinator.events import Event
 from coordinator.journal import DiskJournal
-from coordinator.messages import Heartbeat, Result
+from coordinator.messages import Heartbeat, HeartbeatResult, Result
 from coordinator.runtime import EventSink, Journal, MemoryJournal, Runtime
-from coordinator.topics import TopicCatalog
-from protocol import apis, codec
+from coordinator.topic_admin import TOPIC_ADMIN_APIS
+from coordinator.topic_service import TopicService
+from coordinator.topics import TopicCatalog, TopicInfo
+from protocol import apis, codec, fastpath
 from protocol.codec import RequestHeader
 from protocol.framing import FrameBuffer, FramingError
+
+if TYPE_CHECKING:
+    from coordinator.metrics import RequestStats
 
 log = logging.getLogger("groupcoord.server")
 
@@ -38,6 +46,7 @@ _METADATA = 3
 _FIND_COORDINATOR = 10
 _LIST_OFFSETS = 2
 _FETCH = 1
+_HEARTBEAT = apis.HEARTBEAT
 
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
@@ -62,7 +71,6 @@ class Connection(asyncio.Protocol):
         "_transport",
         "client_host",
         "fetch_timer",
-        "peer",
     )
 
     def __init__(self, server: Server) -> None:
@@ -73,7 +81,6 @@ class Connection(asyncio.Protocol):
         self._closed = False
         self._read_paused = False
         self.client_host = "/unknown"
-        self.peer = "?"
         self.fetch_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
@@ -82,11 +89,24 @@ class Connection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peername = transport.get_extra_info("peername")
         if peername:
-            self.client_host = "/" + str(peername[0])  # Java's InetAddress.toString()
-            self.peer = f"{peername[0]}:{peername[1]}"
+            # Java's InetAddress.toString(). Interned: thousands of members share a few hosts.
+            self.client_host = sys.intern("/" + str(peername[0]))
         self._server.connections.add(self)
+        self._server.connections_accepted += 1
 
     def data_received(self, data: bytes) -> None:
+        # The fast path (protocol.fastpath): one whole Heartbeat in one read, nothing in flight
+        # and nothing buffered, so answering at once keeps responses in request order.
+        if (
+            len(data) > 8
+            and data[5] == _HEARTBEAT
+            and data[4] == 0
+            and not self._busy
+            and not self._frames.buffered_bytes
+        ):
+            fields = fastpath.parse_heartbeat(data, self._server.options.max_frame_bytes)
+            if fields is not None and self._server.fast_heartbeat(self, fields):
+                return
         try:
             self._frames.feed(data)
         except FramingError as exc:
@@ -100,6 +120,12 @@ class Connection(asyncio.Protocol):
         if self.fetch_timer is not None:
             self.fetch_timer.cancel()
             self.fetch_timer = None
+
+    @property
+    def peer(self) -> str:
+        """host:port of the client, for log lines (not stored: it costs memory per connection)."""
+        peername = None if self._transport is None else self._transport.get_extra_info("peername")
+        return f"{peername[0]}:{peername[1]}" if peername else "?"
 
     # -- request flow ----------------------------------------------------------------------------
 
@@ -134,7 +160,13 @@ class Connection(asyncio.Protocol):
             return
         self._transport.write(data)
         self._busy = False
-        self._pump()
+        if self._frames.buffered_bytes or self._read_paused:
+            self._pump()
+
+    def write(self, data: bytes) -> None:
+        """A response to a request that was never in flight (the heartbeat fast path)."""
+        if not self._closed and self._transport is not None:
+            self._transport.write(data)
 
     def abort(self, reason: str) -> None:
         if self._closed:
@@ -171,8 +203,13 @@ class Server:
         self.catalog = catalog
         self.connections: set[Connection] = set()
         self.protocol_errors = 0
+        self.heartbeats = 0  # a plain counter: the hot path makes no prometheus call
+        self.connections_accepted = 0
+        self.load_seconds: float | None = None  # the last log replay (metrics)
+        self.stats: RequestStats | None = None  # coordinator.metrics.install sets it
         self.read_pause_bytes = max(1 << 20, min(options.max_frame_bytes, 16 << 20))
-        self._pending: dict[int, tuple[Connection, RequestHeader, object]] = {}
+        # reply_to -> (connection, header, request, perf_counter_ns at arrival or 0)
+        self._pending: dict[int, tuple[Connection, RequestHeader, object, int]] = {}
         self._new_member_id = new_member_id
         self.core = core or self._new_core()
         self.journal = journal or MemoryJournal()
@@ -182,6 +219,10 @@ class Server:
         self.advertised = broker.Advertised(options.advertised_host or options.host, options.port)
         # Whoever wants the core's events (metrics, logs, the history log) adds a sink here.
         self.event_sinks: list[EventSink] = []
+        # Topic admin APIs, `topic_changed`, and the metadata refresh signal (issue 4).
+        self.topic_service = TopicService(self)
+        # What serves an accepted connection; sidecar mode (coordinator.sidecar) sets its own.
+        self.protocol_factory: Callable[[], asyncio.Protocol] = lambda: Connection(self)
 
     def _emit(self, event: Event) -> None:
         for sink in self.event_sinks:
@@ -209,7 +250,7 @@ class Server:
         )
         self.core.loading = True
         self._server = await loop.create_server(
-            lambda: Connection(self), self.options.host, self.options.port, reuse_address=True
+            self.protocol_factory, self.options.host, self.options.port, reuse_address=True
         )
         sock = self._server.sockets[0]
         host, port = sock.getsockname()[:2]
@@ -222,6 +263,11 @@ class Server:
         log.info("listening on %s:%d", host, port)
         await self._load(self.core)
 
+    @property
+    def listening(self) -> bool:
+        """The Kafka listener accepts connections (false before start and once stop began)."""
+        return self._server is not None and self._server.is_serving()
+
     async def _load(self, core: GroupCoordinator) -> None:
         started = time.monotonic()
         count = 0
@@ -229,8 +275,10 @@ class Server:
             count = await self.journal.load(core)
         assert self.runtime is not None
         core.finish_loading(self.runtime.now_ms())
-        self.runtime.apply(Effects())  # arm the timers the loaded groups need
-        log.info("loaded %d records in %.3f s", count, time.monotonic() - started)
+        # Compare the groups' stored topic hashes, reconcile the declared topics, arm the timers.
+        self.runtime.apply(self.topic_service.loaded(core, self.runtime.now_ms()))
+        self.load_seconds = time.monotonic() - started
+        log.info("loaded %d records in %.3f s", count, self.load_seconds)
 
     def _on_write_failure(self, exc: BaseException) -> None:
         if self._recovering is None or self._recovering.done():
@@ -254,6 +302,7 @@ class Server:
                 delay = min(delay * 2, 5.0)
         for reply_to in list(self._pending):
             self._fail(reply_to, RuntimeError("coordinator reloaded"))
+        self.topic_service.reset_catalog()
         core = self._new_core()
         core.loading = True
         assert self.runtime is not None
@@ -261,20 +310,57 @@ class Server:
         await self._load(core)
         log.warning("log recovered; state reloaded from disk")
 
-    async def stop(self) -> None:
+    async def stop(self, drain_timeout_s: float | None = None) -> None:
+        """Graceful stop (uvicorn's order): stop accepting; release the replies held for
+        durability (waiting up to `drain_timeout_s`); answer whatever is still parked (JoinGroup/
+        SyncGroup waiting in the core, replies whose records are not durable yet) with
+        NOT_COORDINATOR, on which clients re-discover the coordinator (reference §9.1); then
+        close the connections, after their queued writes."""
         if self._server is not None:
             self._server.close()
+        if self._recovering is not None:
+            self._recovering.cancel()
+        if self.runtime is not None:
+            with contextlib.suppress(TimeoutError):  # shield: a late fsync still releases
+                await asyncio.wait_for(asyncio.shield(self.runtime.drain()), drain_timeout_s)
+            self.runtime.close()
+        for reply_to in list(self._pending):
+            self._fail(reply_to, RuntimeError("shutting down"))
         for conn in list(self.connections):
             conn.close()
-        if self.runtime is not None:
-            await self.runtime.drain()
-            self.runtime.close()
         if self._server is not None:
             await self._server.wait_closed()
 
     # -- routing ---------------------------------------------------------------------------------
 
+    def fast_heartbeat(self, conn: Connection, fields: fastpath.HeartbeatFields) -> bool:
+        """Answer a Heartbeat parsed by the fast path; False = take the general path."""
+        runtime = self.runtime
+        if runtime is None:
+            return False
+        version, correlation_id, group_id, generation_id, member_id, instance_id = fields
+        command = Heartbeat(group_id, generation_id, member_id, instance_id)
+        stats = self.stats  # inlined `_heartbeat`: a call costs what metrics may cost here
+        if stats is None:
+            result = runtime.heartbeat(command)
+        else:
+            result = stats.heartbeat(runtime, command, self.heartbeats)
+        self.heartbeats += 1
+        conn.write(codec.heartbeat_response_frame(version, correlation_id, result.error))
+        return True
+
+    def _heartbeat(self, runtime: Runtime, command: Heartbeat) -> HeartbeatResult:
+        stats = self.stats
+        if stats is None:
+            result = runtime.heartbeat(command)
+        else:
+            result = stats.heartbeat(runtime, command, self.heartbeats)
+        self.heartbeats += 1
+        return result
+
     def dispatch(self, conn: Connection, frame: bytes) -> None:
+        stats = self.stats
+        t0 = stats.clock() if stats is not None else 0
         try:
             header, request = codec.decode_request(frame)
         except codec.UnsupportedVersion as exc:
@@ -292,15 +378,18 @@ class Server:
             command = adapters.to_command(header, request, conn.client_host)
             if not isinstance(command, adapters.COMMAND_TYPES):
                 conn.send(codec.encode_response(header, command))  # the adapter answered it
+                if stats is not None:
+                    stats.done(api_key, getattr(command, "error_code", 0), t0)
                 return
             assert self.runtime is not None
             if type(command) is Heartbeat:
-                result = self.runtime.heartbeat(command)
+                result = self._heartbeat(self.runtime, command)
                 conn.send(codec.encode_heartbeat_response(header, result.error))
                 return
             reply_to = self.runtime.new_reply_to()
-            self._pending[reply_to] = (conn, header, request)
+            self._pending[reply_to] = (conn, header, request, t0)
             self.runtime.submit(reply_to, command)
+            return
         elif api_key == _API_VERSIONS:
             conn.send(codec.encode_response(header, codec.api_versions_response(header, request)))
         elif api_key == _METADATA:
@@ -308,25 +397,30 @@ class Server:
                 header.api_version, request, self.catalog, self.advertised
             )
             conn.send(codec.encode_response(header, response))
+            self.topic_service.metadata_read(conn, header, request)
         elif api_key == _FIND_COORDINATOR:
             response = broker.find_coordinator_response(
                 header.api_version, request, self.advertised
             )
             conn.send(codec.encode_response(header, response))
         elif api_key == _LIST_OFFSETS:
-            response = broker.list_offsets_response(header.api_version, request, self.catalog)
+            response = self.topic_service.list_offsets(conn, header, request)
             conn.send(codec.encode_response(header, response))
         elif api_key == _FETCH:
-            response, wait_ms = broker.fetch_response(header.api_version, request, self.catalog)
-            data = codec.encode_response(header, response)
-            if wait_ms <= 0:
-                conn.send(data)
-            else:
-                conn.fetch_timer = asyncio.get_running_loop().call_later(
-                    wait_ms / 1000, self._send_fetch, conn, data
-                )
+            self.topic_service.fetch(conn, header, request)  # answered now or after max_wait
+        elif api_key in TOPIC_ADMIN_APIS:
+            self.topic_service.admin(conn, header, request)
         else:  # advertised in the table but not routed: a bug, not the peer's fault
             conn.abort(f"no handler for API {api_key}")
+            return
+        if stats is not None:  # the broker-view APIs above answer without an error code
+            stats.done(api_key, 0, t0)
+
+    def topic_changed(self, name: str, info: TopicInfo | None) -> None:
+        """Topic `name` now looks like `info` (None: deleted), whatever told us (the sidecar's
+        upstream metadata, an operator): updates the catalog and persists it through the core and
+        the runtime; groups reading it rebalance if its hash changed (coordinator.topic_watch)."""
+        self.topic_service.topic_changed(name, info)
 
     @staticmethod
     def _send_fetch(conn: Connection, data: bytes) -> None:
@@ -337,7 +431,9 @@ class Server:
         entry = self._pending.pop(reply_to, None)
         if entry is None:
             return
-        conn, header, _ = entry
+        conn, header, _, t0 = entry
+        if self.stats is not None:
+            self.stats.answered(header.api_key, result, t0)
         if conn.closed:
             return
         conn.send(codec.encode_response(header, adapters.to_response(header, result)))
@@ -348,7 +444,9 @@ class Server:
         entry = self._pending.pop(reply_to, None)
         if entry is None:
             return
-        conn, header, request = entry
+        conn, header, request, t0 = entry
+        if self.stats is not None:
+            self.stats.done(header.api_key, ErrorCode.not_coordinator, t0)
         if conn.closed:
             return
         response = adapters.error_response(header, request, ErrorCode.not_coordinator)

@@ -1,0 +1,149 @@
+"""`groupcoord audit`: run the rebalance audit over one or more coordinators' history.
+
+    groupcoord audit --data-dir ./data [--data-dir ./other ...] --out ./audit
+                     [--master local[*]] [--since 2024-05-01|24h] [--until ...] [--group G ...]
+
+PySpark is imported only when the command runs, so the rest of groupcoord works without the
+`pipeline` extra. Exit codes: 0 done, 2 bad arguments or PySpark missing, 1 the job failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+_RELATIVE = re.compile(r"^(\d+)\s*(s|m|min|h|d|w)$")
+_UNIT_MS = {
+    "s": 1_000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+    "w": 604_800_000,
+}
+
+
+def parse_time(text: str, now_ms: int | None = None) -> int:
+    """Epoch ms from an ISO date/time (UTC unless it says otherwise) or an age ('90m', '24h',
+    '7d': that long before now)."""
+    value = text.strip()
+    match = _RELATIVE.match(value)
+    if match:
+        now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+        return now - int(match.group(1)) * _UNIT_MS[match.group(2)]
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"expected an ISO date/time (2024-05-01, 2024-05-01T12:00Z) or an age (30m, 24h, 7d), "
+            f"got {text!r}"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp() * 1000)
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "audit",
+        help="rebalance audit: Spark job over the history logs -> Parquet tables + HTML report",
+        description="Read the history of one or more coordinators and write the tables "
+        "rebalances, member_sessions, group_daily (and events) as Parquet, plus report.html.",
+    )
+    p.add_argument(
+        "--data-dir",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="a coordinator's data dir, its history dir, or a directory above many "
+        "(repeatable; default ./data)",
+    )
+    p.add_argument("--out", default="./audit", metavar="DIR", help="output directory (./audit)")
+    p.add_argument(
+        "--master", default="local[*]", help="Spark master URL (local[*]; spark://HOST:PORT, ...)"
+    )
+    p.add_argument("--since", default=None, help="only events at or after: ISO time or age (24h)")
+    p.add_argument("--until", default=None, help="only events before: ISO time or age")
+    p.add_argument(
+        "--group",
+        action="append",
+        default=None,
+        metavar="GROUP",
+        help="only this group (repeatable)",
+    )
+    p.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
+    )
+    p.add_argument("--no-report", action="store_true", help="write the tables only")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        since_ms = None if args.since is None else parse_time(args.since)
+        until_ms = None if args.until is None else parse_time(args.until)
+        conf = {}
+        for item in args.conf:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise ValueError(f"--conf: expected KEY=VALUE, got {item!r}")
+            conf[key.strip()] = value.strip()
+    except ValueError as exc:
+        print(f"groupcoord audit: {exc}", file=sys.stderr)
+        return 2
+    if since_ms is not None and until_ms is not None and until_ms <= since_ms:
+        print("groupcoord audit: --until must be after --since", file=sys.stderr)
+        return 2
+    data_dirs = args.data_dir or ["./data"]
+    from pipeline.segments import find_segments
+
+    try:  # before Spark starts: a wrong path is one line, not a JVM stack trace
+        segments = find_segments(data_dirs)
+    except OSError as exc:
+        print(f"groupcoord audit: --data-dir: {exc}", file=sys.stderr)
+        return 2
+    if not segments:
+        print(
+            f"groupcoord audit: no history segments under {', '.join(data_dirs)}", file=sys.stderr
+        )
+    try:
+        from pipeline.audit import run_audit, spark_session
+    except ImportError as exc:
+        print(
+            f"groupcoord audit: PySpark is not installed ({exc}); "
+            "install the extra: pip install 'groupcoord[pipeline]'",
+            file=sys.stderr,
+        )
+        return 2
+    from pyspark import SparkContext
+
+    # Never stop a Spark a caller started (the session is per process, whatever the thread).
+    owned = SparkContext._active_spark_context is None
+    spark = spark_session(args.master, conf)
+    try:
+        summary = run_audit(
+            spark,
+            data_dirs,
+            args.out,
+            groups=args.group,
+            since_ms=since_ms,
+            until_ms=until_ms,
+            write_report=not args.no_report,
+        )
+    finally:
+        if owned:
+            spark.stop()
+    print(
+        f"audited {summary.events} events in {summary.seconds:.1f} s: "
+        f"{summary.rebalances} rebalances, {summary.member_sessions} member sessions, "
+        f"{summary.group_days} group-days"
+    )
+    for name, path in summary.tables.items():
+        print(f"  {name:16} {path}")
+    if summary.report:
+        print(f"  {'report':16} {summary.report}")
+    return 0
