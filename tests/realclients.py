@@ -24,10 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.peers import kafkajs_modules
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_PEERS = REPO / ".cache" / "peers"
 PARTITIONS = 12
 KINDS = ("aiokafka", "kafka-python", "confluent", "java")
+# Not in KINDS: kafkajs' only assignor is "RoundRobinAssigner" and it has no static membership, so
+# its groups are kafkajs-only (tests/test_clients_kafkajs.py); start_member(kind="kafkajs") works.
+KAFKAJS_DRIVER = Path(__file__).resolve().parent / "clients" / "kafkajs_driver.js"
 PY_DRIVERS = {
     "aiokafka": "tests.clients.aiokafka_driver",
     "kafka-python": "tests.clients.kafka_python_driver",
@@ -270,6 +275,8 @@ def driver_command(kind: str, peers: Path, args: list[str]) -> list[str]:
         # Client-sized JVM: C1 only and the serial GC keep five JVMs from starving 2 cores.
         return ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx128m",
                 "-cp", cp, "ConsumerDriver", *args]
+    if kind == "kafkajs":
+        return ["node", str(KAFKAJS_DRIVER), *args]
     return [sys.executable, "-m", PY_DRIVERS[kind], *args]
 
 
@@ -291,7 +298,8 @@ async def start_member(tmp: Path, peers: Path, kind: str, name: str, *, bootstra
     if instance_id is not None:
         args += ["--instance-id", instance_id]
     log_path = tmp / f"member-{name}-{time.monotonic_ns()}.log"
-    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
+               NODE_PATH=str(kafkajs_modules(peers)))
     with log_path.open("wb") as log:
         proc = await asyncio.create_subprocess_exec(
             *driver_command(kind, peers, args), stdin=asyncio.subprocess.PIPE,
@@ -339,6 +347,8 @@ def require_kind(request: Any, kind: str) -> None:
     """Skip (with the fixture's reason) when the client kind's peer is not installed."""
     if kind == "java":
         request.getfixturevalue("java_peers")
+    elif kind == "kafkajs":
+        request.getfixturevalue("kafkajs_peers")
 
 
 # --------------------------------------------------------------------------------------- admin

@@ -13,8 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
+from coordinator import adapters
+from coordinator.messages import OffsetCommitResult, PartitionError, TopicErrors
 from protocol import apis, codec, fastpath
 from protocol.apis import HEARTBEAT
+from protocol.codec import RequestHeader
 from tests.test_codec import read_response, request_frame, write
 
 MAX = 1 << 20
@@ -141,3 +144,42 @@ def test_response_frame_matches_general_encoder() -> None:
             correlation_id, entity = read_response(data, HEARTBEAT, version)
             assert correlation_id == 99
             assert entity.error_code == error  # type: ignore[attr-defined]
+
+
+# -- OffsetCommit responses ------------------------------------------------------------------------
+
+error_codes = st.sampled_from(list(ErrorCode))
+commit_topics = st.lists(
+    st.builds(
+        TopicErrors,
+        name=st.text(max_size=70),
+        partitions=st.lists(
+            st.builds(PartitionError, partition=st.integers(0, 2**31 - 1), error=error_codes),
+            max_size=140,
+        ).map(tuple),
+    ),
+    max_size=5,
+).map(tuple)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    version=st.integers(2, 9),
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    topics=commit_topics,
+)
+def test_offset_commit_response_matches_kio(
+    version: int, correlation_id: int, topics: tuple[TopicErrors, ...]
+) -> None:
+    data = fastpath.offset_commit_response_frame(version, correlation_id, topics)
+    header = RequestHeader(apis.OFFSET_COMMIT, version, correlation_id, "c")
+    expected = codec.encode_response(
+        header, adapters.to_response(header, OffsetCommitResult(topics))
+    )
+    assert data == expected
+    got_correlation, entity = read_response(data, apis.OFFSET_COMMIT, version)
+    assert got_correlation == correlation_id
+    assert [
+        (t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+        for t in entity.topics  # type: ignore[attr-defined]
+    ] == [(t.name, [(p.partition, p.error) for p in t.partitions]) for t in topics]
