@@ -78,7 +78,7 @@ def fsync_dir(directory: Path, fsync: FsyncFn) -> None:
         os.close(fd)
 
 
-def _no_step(_: str) -> None:
+def no_step(_: str) -> None:
     return None
 
 
@@ -90,7 +90,7 @@ def compact_segments(
     delete_retention_ms: int,
     *,
     fsync: FsyncFn = os.fsync,
-    step: StepHook = _no_step,
+    step: StepHook = no_step,
 ) -> tuple[int, CompactionStats]:
     """Rewrite segments `bases` (all inactive, ascending, ending before `end`) as one segment.
 
@@ -177,5 +177,5 @@ def recover_directory(directory: Path, *, fsync: FsyncFn = os.fsync) -> list[str
             if span is None:
                 continue
             acted.append(p.name)
-            _finish_swap(directory, p, span[0], span[1], fsync=fsync, step=_no_step)
+            _finish_swap(directory, p, span[0], span[1], fsync=fsync, step=no_step)
     return acted

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from storage import compaction
 from storage.compaction import compact_segments, list_segments
-from storage.disk import DiskLog
+from storage.disk import PROCESS_COMPACTION_MIN_BYTES, DiskLog
 from storage.entry import Entry
 from storage.log import MemoryLog
 
@@ -226,3 +226,25 @@ def test_property_replay_is_last_value_per_key(
         await log.close()
 
     asyncio.run(run())
+
+
+async def test_large_compaction_runs_in_a_worker_process(tmp_path: Path) -> None:
+    """Over PROCESS_COMPACTION_MIN_BYTES of inactive segments, compaction leaves the server's
+    process (it would hold the GIL the event loop needs) and gives the same result."""
+    log = await DiskLog.open(tmp_path, segment_bytes=256 * 1024, auto_compact=False)
+    expected: dict[bytes, bytes] = {}
+    value = b"x" * 200
+    for i in range(0, 8_000, 200):
+        batch = [(f"k{j % 500}".encode(), value + str(j).encode()) for j in range(i, i + 200)]
+        expected.update(batch)
+        await log.append_durable(batch)
+    inactive = log.size_bytes() - 256 * 1024
+    assert inactive >= PROCESS_COMPACTION_MIN_BYTES
+    stats = await log.compact(force=True)
+    assert stats is not None and stats.entries_out <= 500 + 256 * 1024 // 200
+    assert log._cleaner_process is not None  # it really went to the worker process
+    assert state(list(log.replay())) == expected
+    await log.close()
+    reopened = await DiskLog.open(tmp_path)
+    assert state(list(reopened.replay())) == expected
+    await reopened.close()
