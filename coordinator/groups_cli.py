@@ -34,6 +34,7 @@ from kio.serial import entity_reader, entity_writer
 
 from coordinator.broker import make
 from protocol import apis
+from protocol.varint import skip_tagged_fields
 
 CLIENT_ID = "groupcoord-groups"
 RETRIABLE = frozenset(
@@ -119,33 +120,13 @@ class KafkaConnection:
             raise GroupsError(f"correlation id {correlation_id} != {self._correlation_id}")
         offset = 4
         if flexible and api_key != apis.API_VERSIONS:  # response header v1 (KIP-511 exception)
-            offset = _skip_tagged_fields(frame, offset)
+            offset = skip_tagged_fields(frame, offset)
         response: Any
         response, _ = entity_reader(apis.response_class(api_key, version))(frame, offset)
         return response
 
     def close(self) -> None:
         self._writer.close()
-
-
-def _uvarint(data: bytes, offset: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[offset]
-        offset += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, offset
-        shift += 7
-
-
-def _skip_tagged_fields(data: bytes, offset: int) -> int:
-    count, offset = _uvarint(data, offset)
-    for _ in range(count):
-        _, offset = _uvarint(data, offset)
-        size, offset = _uvarint(data, offset)
-        offset += size
-    return offset
 
 
 # -- the consumer protocol's assignment bytes (ConsumerProtocolAssignment v0-3, not flexible) ----

@@ -44,6 +44,7 @@ from protocol import apis
 from protocol.codec import valid_client_software
 from protocol.framing import FrameTooLarge, InvalidFrameSize
 from protocol.tagged import lenient_entity_reader
+from protocol.varint import VarintError, read_uvarint, skip_tagged_fields
 
 PRODUCE: Final = 0
 FETCH: Final = 1
@@ -227,29 +228,12 @@ class FrameStream:
 # Requests
 
 
-def _read_uvarint(frame: bytes, offset: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = frame[offset]
-        offset += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, offset
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint longer than 5 bytes")
-
-
 def body_offset(frame: bytes, flexible_header: bool) -> int:
     """Where the body starts in a framed request (request header v1, or v2 when flexible)."""
     length: int = _I16.unpack_from(frame, 12)[0]
     offset = 14 + max(length, 0)
     if flexible_header:
-        count, offset = _read_uvarint(frame, offset)
-        for _ in range(count):
-            _, offset = _read_uvarint(frame, offset)
-            size, offset = _read_uvarint(frame, offset)
-            offset += size
+        offset = skip_tagged_fields(frame, offset)
     return offset
 
 
@@ -260,7 +244,7 @@ def produce_acks(frame: bytes, version: int) -> int:
     offset = body_offset(frame, flexible)
     if version >= 3:
         if flexible:
-            length, offset = _read_uvarint(frame, offset)
+            length, offset = read_uvarint(frame, offset)
             offset += max(length - 1, 0)
         else:
             (length,) = _I16.unpack_from(frame, offset)
@@ -307,13 +291,10 @@ def decode_response(api_key: int, version: int, frame: bytes) -> Any:
     cls = response_class(api_key, version)
     offset = 4 + response_header_bytes(api_key, version)
     if offset == 9:
-        if len(frame) < 9:
-            raise RewriteError("response shorter than its header")
-        count, offset = _read_uvarint(frame, 8)  # the header's tagged fields: skipped
-        for _ in range(count):
-            _, offset = _read_uvarint(frame, offset)
-            size, offset = _read_uvarint(frame, offset)
-            offset += size
+        try:
+            offset = skip_tagged_fields(frame, 8)  # the header's tagged fields: skipped
+        except VarintError as exc:
+            raise RewriteError(f"api {api_key} v{version} response header: {exc}") from None
     entity: Any
     try:
         entity, _ = entity_reader(cls)(frame, offset)

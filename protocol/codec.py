@@ -36,6 +36,7 @@ from . import apis
 from .apis import API_VERSIONS, APIS, HEARTBEAT
 from .guard import Scan, scanner_for
 from .tagged import lenient_entity_reader
+from .varint import VarintError, skip_tagged_fields
 
 __all__ = [
     "ApiVersionsUnsupported",
@@ -94,31 +95,11 @@ class ApiVersionsUnsupported(UnsupportedVersion):
 # Requests
 
 
-def _read_uvarint(frame: bytes | memoryview, offset: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if offset >= len(frame):
-            raise MalformedRequest("truncated varint")
-        byte = frame[offset]
-        offset += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, offset
-        shift += 7
-        if shift > 28:
-            raise MalformedRequest("varint longer than 5 bytes")
-
-
 def _skip_tagged_fields(frame: bytes | memoryview, offset: int) -> int:
-    count, offset = _read_uvarint(frame, offset)
-    for _ in range(count):
-        _, offset = _read_uvarint(frame, offset)
-        size, offset = _read_uvarint(frame, offset)
-        offset += size
-        if offset > len(frame):
-            raise MalformedRequest("tagged field runs past the end of the header")
-    return offset
+    try:
+        return skip_tagged_fields(frame, offset)
+    except VarintError as exc:
+        raise MalformedRequest(f"request header: {exc}") from None
 
 
 def _parse_header_v1(frame: bytes | memoryview) -> tuple[RequestHeader, int]:

@@ -33,6 +33,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from .varint import VarintError, read_uvarint
+
 __all__ = ["MalformedScan", "scanner_for"]
 
 # (frame, offset, end) -> new offset; `end` bounds the scan (the frame, or a tagged field's bytes).
@@ -65,19 +67,10 @@ class MalformedScan(Exception):
 
 
 def _uvarint(frame: bytes | memoryview, offset: int, end: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if offset >= end:
-            raise MalformedScan("truncated varint")
-        byte = frame[offset]
-        offset += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, offset
-        shift += 7
-        if shift > 63:
-            raise MalformedScan("varint too long")
+    try:
+        return read_uvarint(frame, offset, end, max_bytes=10)
+    except VarintError as exc:
+        raise MalformedScan(str(exc)) from None
 
 
 def _need(offset: int, size: int, end: int) -> int:
