@@ -12,6 +12,7 @@ next deadline, and fires `core.expire(now_ms)` when it is due.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import Callable
 from typing import Protocol
@@ -96,6 +97,8 @@ class Runtime:
         self._timer_deadline_ms: int | None = None
         self._next_reply_to = 0
         self._waiters: set[asyncio.Task[None]] = set()
+        self._held: collections.deque[tuple[int, list[tuple[int, Result]]]] = collections.deque()
+        self._releaser: asyncio.Task[None] | None = None
         self.last_write_error: BaseException | None = None  # set by a refused append
 
     def now_ms(self) -> int:
@@ -137,9 +140,7 @@ class Runtime:
             if seq <= self.journal.durable_seq():
                 self._release(effects.replies)
             else:
-                task = self._loop.create_task(self._release_when_durable(seq, effects.replies))
-                self._waiters.add(task)
-                task.add_done_callback(self._waiters.discard)
+                self._hold(seq, effects.replies)
         self._arm_timer()
 
     def _release(self, replies: list[tuple[int, Result]]) -> None:
@@ -147,13 +148,40 @@ class Runtime:
         for reply_to, result in replies:
             respond(reply_to, result)
 
-    async def _release_when_durable(self, seq: int, replies: list[tuple[int, Result]]) -> None:
+    def _hold(self, seq: int, replies: list[tuple[int, Result]]) -> None:
+        """Keep replies until `seq` is durable. Held batches are in seq order, so one releaser
+        task serves them all: a task per reply cost more than the rest of a commit's bookkeeping."""
+        self._held.append((seq, replies))
+        if self._releaser is None:
+            task = self._loop.create_task(self._release_held())
+            self._releaser = task
+            self._waiters.add(task)
+            task.add_done_callback(self._waiters.discard)
+
+    async def _release_held(self) -> None:
+        held = self._held
+        journal = self.journal
         try:
-            await self.journal.wait_durable(seq)
-        except Exception as exc:  # the log refused or failed: tell each waiter, never ack
-            self._write_failed(replies, exc)
-            return
-        self._release(replies)
+            while held:
+                try:
+                    # The oldest first: one group-commit flush usually covers every held batch.
+                    await journal.wait_durable(held[0][0])
+                except Exception as exc:  # the log refused or failed: never ack what it lost
+                    durable = journal.durable_seq()
+                    lost: list[tuple[int, Result]] = []
+                    while held:
+                        seq, replies = held.popleft()
+                        if seq <= durable:
+                            self._release(replies)
+                        else:
+                            lost.extend(replies)
+                    self._write_failed(lost, exc)
+                    return
+                durable = journal.durable_seq()
+                while held and held[0][0] <= durable:
+                    self._release(held.popleft()[1])
+        finally:
+            self._releaser = None
 
     def _write_failed(self, replies: list[tuple[int, Result]], exc: BaseException) -> None:
         log.error("log write failed; %d replies get a retriable error: %s", len(replies), exc)
