@@ -180,6 +180,10 @@ class DiskLog:
         last = bases[-1]
         self._segments.append(_Segment(last, (self.directory / segment_name(last)).stat().st_size))
         self._next_offset = last
+        # Every earlier segment was fsynced before it rolled: durable. Without this, `durable`
+        # stayed -1 below `next_offset` until the tail was read, and a reply that waited for
+        # "everything appended before it" during the load waited for a flush that never came.
+        self._written = self._durable = self._synced_upto = self._pending_end = last - 1
         self.load_report.segments = len(self._segments)
         self._clean_end = self._read_checkpoint()
 
