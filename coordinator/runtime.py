@@ -73,6 +73,14 @@ Failer = Callable[[int, BaseException], None]
 
 EventSink = Callable[[Event], None]
 
+# (seq, replies, done, failed): released once `seq` is durable (see Runtime._hold).
+_Held = tuple[
+    int,
+    list[tuple[int, Result]],
+    Callable[[], None] | None,
+    Callable[[BaseException], None] | None,
+]
+
 
 class Runtime:
     def __init__(
@@ -97,7 +105,7 @@ class Runtime:
         self._timer_deadline_ms: int | None = None
         self._next_reply_to = 0
         self._waiters: set[asyncio.Task[None]] = set()
-        self._held: collections.deque[tuple[int, list[tuple[int, Result]]]] = collections.deque()
+        self._held: collections.deque[_Held] = collections.deque()
         self._releaser: asyncio.Task[None] | None = None
         self.last_write_error: BaseException | None = None  # set by a refused append
 
@@ -148,10 +156,17 @@ class Runtime:
         for reply_to, result in replies:
             respond(reply_to, result)
 
-    def _hold(self, seq: int, replies: list[tuple[int, Result]]) -> None:
-        """Keep replies until `seq` is durable. Held batches are in seq order, so one releaser
-        task serves them all: a task per reply cost more than the rest of a commit's bookkeeping."""
-        self._held.append((seq, replies))
+    def _hold(
+        self,
+        seq: int,
+        replies: list[tuple[int, Result]],
+        done: Callable[[], None] | None = None,
+        failed: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        """Keep replies (and `apply_then`'s callbacks) until `seq` is durable. Held entries are in
+        seq order, so one releaser task serves them all: a task per reply cost more than the rest
+        of a commit's bookkeeping."""
+        self._held.append((seq, replies, done, failed))
         if self._releaser is None:
             task = self._loop.create_task(self._release_held())
             self._releaser = task
@@ -164,22 +179,29 @@ class Runtime:
         try:
             while held:
                 try:
-                    # The oldest first: one group-commit flush usually covers every held batch.
+                    # The oldest first: one group-commit flush usually covers every held entry.
                     await journal.wait_durable(held[0][0])
                 except Exception as exc:  # the log refused or failed: never ack what it lost
                     durable = journal.durable_seq()
                     lost: list[tuple[int, Result]] = []
                     while held:
-                        seq, replies = held.popleft()
+                        seq, replies, done, failed = held.popleft()
                         if seq <= durable:
                             self._release(replies)
+                            if done is not None:
+                                done()
                         else:
                             lost.extend(replies)
+                            if failed is not None:
+                                failed(exc)
                     self._write_failed(lost, exc)
                     return
                 durable = journal.durable_seq()
                 while held and held[0][0] <= durable:
-                    self._release(held.popleft()[1])
+                    _, replies, done, _ = held.popleft()
+                    self._release(replies)
+                    if done is not None:
+                        done()
         finally:
             self._releaser = None
 
@@ -227,19 +249,7 @@ class Runtime:
         if seq <= self.journal.durable_seq():
             done()
             return
-        task = self._loop.create_task(self._then_when_durable(seq, done, failed))
-        self._waiters.add(task)
-        task.add_done_callback(self._waiters.discard)
-
-    async def _then_when_durable(
-        self, seq: int, done: Callable[[], None], failed: Callable[[BaseException], None]
-    ) -> None:
-        try:
-            await self.journal.wait_durable(seq)
-        except Exception as exc:
-            failed(exc)
-            return
-        done()
+        self._hold(seq, [], done, failed)
 
     async def drain(self) -> None:
         """Wait until every reply held for durability has been released or failed."""

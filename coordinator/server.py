@@ -340,12 +340,7 @@ class Server:
             return False
         version, correlation_id, group_id, generation_id, member_id, instance_id = fields
         command = Heartbeat(group_id, generation_id, member_id, instance_id)
-        stats = self.stats  # inlined `_heartbeat`: a call costs what metrics may cost here
-        if stats is None:
-            result = runtime.heartbeat(command)
-        else:
-            result = stats.heartbeat(runtime, command, self.heartbeats)
-        self.heartbeats += 1
+        result = self._heartbeat(runtime, command)
         conn.write(codec.heartbeat_response_frame(version, correlation_id, result.error))
         return True
 
