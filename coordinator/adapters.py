@@ -72,8 +72,16 @@ _request_module = apis.request_module
 _response_module = apis.response_module
 
 
+_ms_values: dict[int, int] = {}
+
+
 def _ms(value: timedelta) -> int:
-    return value // _ONE_MS
+    """Milliseconds, one int object per distinct value: members keep their timeouts, and a few
+    values are shared by thousands of them (an int above 256 is a new 32-byte object each time)."""
+    ms: int = value // _ONE_MS
+    if len(_ms_values) < 4096:
+        return _ms_values.setdefault(ms, ms)
+    return _ms_values.get(ms, ms)
 
 
 def _td(ms: int) -> i32Timedelta:
@@ -581,6 +589,31 @@ def _offset_fetch_error(v: int, r: Any, error: ErrorCode) -> m.OffsetFetchResult
         for t in r.topics
     )
     return m.OffsetFetchResult((m.FetchedGroup(r.group_id, error, topics),))
+
+
+class _JoinedAs:
+    """All `error_response` needs of a JoinGroup: the member id it echoes."""
+
+    __slots__ = ("member_id",)
+
+    def __init__(self, member_id: str) -> None:
+        self.member_id = member_id
+
+
+def error_context(header: RequestHeader, request: Any) -> object:
+    """What `error_response` needs of `request`, to keep while it waits for its answer instead
+    of the whole kio request. JoinGroup and SyncGroup stay parked for a whole rebalance: a join
+    storm of 10,000 members held 10,000 decoded requests, and the holes they left in the
+    allocator's pools kept ~0.5 KB a member of RSS after the storm (measured, issue 2)."""
+    api_key = header.api_key
+    if api_key == apis.JOIN_GROUP:
+        return _JoinedAs(request.member_id)
+    if api_key in _NO_ERROR_CONTEXT:
+        return None
+    return request
+
+
+_NO_ERROR_CONTEXT = frozenset({apis.SYNC_GROUP, apis.HEARTBEAT, apis.LEAVE_GROUP})
 
 
 def error_response(header: RequestHeader, request: object, error: ErrorCode) -> object:

@@ -57,6 +57,7 @@ JOIN = 1  # join phase: the group rebalance timeout
 JOIN_INITIAL = 2  # join phase: the initial rebalance delay (group.initial.rebalance.delay.ms)
 SYNC = 3  # pending sync: members that got a JoinGroup reply but never sent SyncGroup
 RETENTION = 4  # offsets retention check
+_PURGE_MIN_ENTRIES = 1024  # below this the timer heap is never purged
 
 TimerEntry = tuple[int, int, int, str, str]
 
@@ -90,6 +91,7 @@ class GroupMachine:
         self._epoch_offset_ms = epoch_offset_ms
         self._groups: dict[str, ClassicGroup] = {}
         self._heap: list[TimerEntry] = []
+        self._purge_at = _PURGE_MIN_ENTRIES  # heap size that triggers `_purge_timers`
         self._seq = 0
         self._retention_seq = 0
         self.loading = False
@@ -99,8 +101,29 @@ class GroupMachine:
 
     def _push(self, deadline_ms: int, kind: int, group_id: str, member_id: str = "") -> int:
         self._seq += 1
-        heapq.heappush(self._heap, (deadline_ms, self._seq, kind, group_id, member_id))
+        heap = self._heap
+        heapq.heappush(heap, (deadline_ms, self._seq, kind, group_id, member_id))
+        if len(heap) > self._purge_at:
+            self._purge_timers()
         return self._seq
+
+    def _purge_timers(self) -> None:
+        """Drop the entries that can no longer fire. Deletion is lazy, so every rebalance leaves
+        entries behind (a pending member's session, the new-member join timeout) that would stay
+        until their deadlines, minutes away: 2-3 entries a member after a join storm, ~150 bytes
+        each. Purging whenever the heap outgrows the live entries by a quarter keeps it near one
+        entry a timer, at an amortized O(1) a push. In place: `expire` holds the list."""
+        heap = self._heap
+        heap[:] = [e for e in heap if self._may_fire(e)]
+        heapq.heapify(heap)
+        self._purge_at = max(_PURGE_MIN_ENTRIES, len(heap) + len(heap) // 4)
+
+    def _may_fire(self, entry: TimerEntry) -> bool:
+        """`_entry_is_live` without its side effect (re-pushing a session entry that fired
+        early): the owner of a session entry is still there and this is its newest entry."""
+        if entry[2] == SESSION:
+            return self._session_owner(entry) is not None
+        return self._entry_is_live(entry)
 
     def _schedule_session(
         self, group: ClassicGroup, member: Member | PendingMember, timeout_ms: int, now_ms: int
@@ -495,7 +518,8 @@ class GroupMachine:
             group.new_member_added = True
         member.join_reply_to = reply_to
         member.join_version = cmd.api_version
-        group.pending_members.pop(member_id, None)
+        if group.pending_members.pop(member_id, None) is not None and not group.pending_members:
+            group.pending_members.clear()  # frees the table a dict keeps after its last pop
         group.add(member)
         self._schedule_session(group, member, self.config.new_member_join_timeout_ms, now_ms)
         fx.events.append(
@@ -527,10 +551,12 @@ class GroupMachine:
             return self._join_error(reply_to, E.coordinator_not_available, member_id, fx)
         if not group.supports_protocols(cmd.protocol_type, tuple(p.name for p in cmd.protocols)):
             return self._join_error(reply_to, E.inconsistent_group_protocol, member_id, fx)
-        if member_id in group.pending_members:
+        pending = group.pending_members.get(member_id)
+        if pending is not None:
             if cmd.group_instance_id is not None:
                 # Kafka asserts this never happens (IllegalStateException -> UNKNOWN_SERVER_ERROR).
                 return self._join_error(reply_to, E.unknown_server_error, member_id, fx)
+            member_id = pending.member_id  # the id we generated: one copy, not the request's too
             return self._add_member(
                 reply_to, group=group, cmd=cmd, member_id=member_id, now_ms=now_ms, fx=fx
             )
@@ -696,6 +722,7 @@ class GroupMachine:
             pending.discard(member_id)
             if not pending:
                 group.sync_timer_seq = 0
+                pending.clear()  # frees the table a set keeps after its last discard
 
     # -- Heartbeat (hot path) --------------------------------------------------------------------
 

@@ -81,14 +81,21 @@ def _string(s: str) -> bytes:
     """int16 length + UTF-8. Group ids and topics repeat on every commit, so they are cached."""
     b = _string_cache.get(s)
     if b is None:
-        data = s.encode()
-        if len(data) > 0x7FFF:
-            raise ValueError("string longer than 32767 bytes")
-        b = _H.pack(len(data)) + data
+        b = _string_once(s)
         if len(_string_cache) > 65_536:
             _string_cache.clear()
         _string_cache[s] = b
     return b
+
+
+def _string_once(s: str) -> bytes:
+    """`_string` without the cache, for the per-member strings of a group record (ids, client
+    ids): caching them would hold a second copy of each for every member (~130 bytes a member,
+    measured), and they are written once a rebalance, not once a commit."""
+    data = s.encode()
+    if len(data) > 0x7FFF:
+        raise ValueError("string longer than 32767 bytes")
+    return _H.pack(len(data)) + data
 
 
 def _nullable_string(s: str | None) -> bytes:
@@ -141,15 +148,15 @@ def _encode_group_value(v: GroupMetadataValue) -> bytes:
         _string(v.protocol_type),
         _I.pack(v.generation_id),
         _nullable_string(v.protocol_name),
-        _nullable_string(v.leader),
+        _NULL_STRING if v.leader is None else _string_once(v.leader),
         _Q.pack(v.current_state_timestamp_ms),
         _I.pack(len(v.members)),
     ]
     for m in v.members:
         parts += (
-            _string(m.member_id),
-            _nullable_string(m.group_instance_id),
-            _string(m.client_id),
+            _string_once(m.member_id),
+            _NULL_STRING if m.group_instance_id is None else _string_once(m.group_instance_id),
+            _string_once(m.client_id),
             _string(m.client_host),
             _II.pack(m.rebalance_timeout_ms, m.session_timeout_ms),
             _bytes(m.subscription),

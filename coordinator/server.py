@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import struct
 import sys
 import time
 from collections.abc import Callable
@@ -47,6 +48,7 @@ _FIND_COORDINATOR = 10
 _LIST_OFFSETS = 2
 _FETCH = 1
 _HEARTBEAT = apis.HEARTBEAT
+_SIZE = struct.Struct(">i")  # a frame's size prefix
 
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
@@ -75,7 +77,9 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, server: Server) -> None:
         self._server = server
-        self._frames = FrameBuffer(server.options.max_frame_bytes)
+        # Only while bytes wait to be framed: most reads are exactly one whole request, which
+        # needs no buffer (and 10,000 idle connections then hold no buffers; issue 2's RSS).
+        self._frames: FrameBuffer | None = None
         self._transport: asyncio.Transport | None = None
         self._busy = False
         self._closed = False
@@ -95,20 +99,26 @@ class Connection(asyncio.Protocol):
         self._server.connections_accepted += 1
 
     def data_received(self, data: bytes) -> None:
-        # The fast path (protocol.fastpath): one whole Heartbeat in one read, nothing in flight
-        # and nothing buffered, so answering at once keeps responses in request order.
-        if (
-            len(data) > 8
-            and data[5] == _HEARTBEAT
-            and data[4] == 0
-            and not self._busy
-            and not self._frames.buffered_bytes
-        ):
-            fields = fastpath.parse_heartbeat(data, self._server.options.max_frame_bytes)
-            if fields is not None and self._server.fast_heartbeat(self, fields):
-                return
+        frames = self._frames
+        if frames is None and not self._busy:
+            # Nothing in flight and nothing buffered, so answering at once keeps responses in
+            # request order. The fast path (protocol.fastpath): one whole Heartbeat.
+            if len(data) > 8 and data[5] == _HEARTBEAT and data[4] == 0:
+                fields = fastpath.parse_heartbeat(data, self._server.options.max_frame_bytes)
+                if fields is not None and self._server.fast_heartbeat(self, fields):
+                    return
+            # Exactly one whole frame of an acceptable size: no buffer. Anything else (a size
+            # to refuse included) goes through the FrameBuffer, which has the rules.
+            if len(data) >= 4:
+                size = _SIZE.unpack_from(data)[0]
+                if size + 4 == len(data) and size <= self._server.options.max_frame_bytes:
+                    self._busy = True
+                    self._server.dispatch(self, data[4:])
+                    return
+        if frames is None:
+            frames = self._frames = FrameBuffer(self._server.options.max_frame_bytes)
         try:
-            self._frames.feed(data)
+            frames.feed(data)
         except FramingError as exc:
             self.abort(f"bad framing: {exc}")
             return
@@ -130,9 +140,10 @@ class Connection(asyncio.Protocol):
     # -- request flow ----------------------------------------------------------------------------
 
     def _pump(self) -> None:
-        while not self._busy and not self._closed:
+        frames = self._frames
+        while frames is not None and not self._busy and not self._closed:
             try:
-                frame = self._frames.next_frame()
+                frame = frames.next_frame()
             except FramingError as exc:
                 self.abort(f"bad framing: {exc}")
                 return
@@ -140,12 +151,14 @@ class Connection(asyncio.Protocol):
                 break
             self._busy = True
             self._server.dispatch(self, frame)
+        if frames is not None and not frames.buffered_bytes and frames is self._frames:
+            self._frames = None
         self._flow_control()
 
     def _flow_control(self) -> None:
         if self._transport is None or self._closed:
             return
-        buffered = self._frames.buffered_bytes
+        buffered = 0 if self._frames is None else self._frames.buffered_bytes
         limit = self._server.read_pause_bytes
         if not self._read_paused and buffered > limit:
             self._read_paused = True
@@ -160,7 +173,7 @@ class Connection(asyncio.Protocol):
             return
         self._transport.write(data)
         self._busy = False
-        if self._frames.buffered_bytes or self._read_paused:
+        if self._frames is not None or self._read_paused:
             self._pump()
 
     def write(self, data: bytes) -> None:
@@ -208,7 +221,7 @@ class Server:
         self.load_seconds: float | None = None  # the last log replay (metrics)
         self.stats: RequestStats | None = None  # coordinator.metrics.install sets it
         self.read_pause_bytes = max(1 << 20, min(options.max_frame_bytes, 16 << 20))
-        # reply_to -> (connection, header, request, perf_counter_ns at arrival or 0)
+        # reply_to -> (connection, header, adapters.error_context, perf_counter_ns at arrival or 0)
         self._pending: dict[int, tuple[Connection, RequestHeader, object, int]] = {}
         self._new_member_id = new_member_id
         self.core = core or self._new_core()
@@ -382,7 +395,7 @@ class Server:
                 conn.send(codec.encode_heartbeat_response(header, result.error))
                 return
             reply_to = self.runtime.new_reply_to()
-            self._pending[reply_to] = (conn, header, request, t0)
+            self._pending[reply_to] = (conn, header, adapters.error_context(header, request), t0)
             self.runtime.submit(reply_to, command)
             return
         elif api_key == _API_VERSIONS:

@@ -21,7 +21,6 @@ import html
 import logging
 import struct
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -80,7 +79,8 @@ class RebalanceHistory:
     def __init__(self, wall_s: Callable[[], float], per_group: int = HISTORY_PER_GROUP) -> None:
         self._wall_s = wall_s  # wall clock, for "completed at" (the events carry monotonic ms)
         self._per_group = per_group
-        self.completed: dict[str, deque[RebalanceRecord]] = {}
+        # Oldest first. Tuples, not deques: a deque costs ~600 bytes even holding one record.
+        self.completed: dict[str, tuple[RebalanceRecord, ...]] = {}
         self.in_progress: dict[str, tuple[RebalanceCause, float]] = {}  # cause, wall start
 
     def __call__(self, event: Event) -> None:
@@ -104,10 +104,9 @@ class RebalanceHistory:
             e.now_ms - e.join_completed_ms,
             self._wall_s(),
         )
-        history = self.completed.get(e.group_id)
-        if history is None:
-            history = self.completed[e.group_id] = deque(maxlen=self._per_group)
-        history.append(record)
+        kept = self.completed.get(e.group_id, ())
+        keep = self._per_group - 1
+        self.completed[e.group_id] = (*kept[len(kept) - keep :], record) if keep > 0 else (record,)
         # The fields go as `extra`: the plain formatter (coordinator.lifecycle) appends them as
         # key=value, the JSON one as keys of the object.
         log.info(

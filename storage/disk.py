@@ -309,6 +309,10 @@ class DiskLog:
             except Exception as exc:
                 self._fail(exc)
                 continue
+            finally:
+                # Written or failed, the bytes are not needed while the loop waits for more work
+                # (the group records of a join storm are megabytes).
+                del ops
             self._segments.extend(result.new_segments)
             self._segments[-1].size = result.active_size
             # `interval`: written to the OS is enough to acknowledge (survives a process crash).

@@ -68,3 +68,29 @@ def test_expire_fires_timers_due_at_exactly_now() -> None:
     rt, _ = h.join_dynamic("g")
     h.advance(3_000)
     assert h.reply(rt) is not None
+
+
+def test_heap_is_purged_of_entries_that_cannot_fire() -> None:
+    """Every join leaves dead entries behind (the pending member's session, the new-member join
+    timeout, each generation's sync timer); purging keeps the heap near its live entries, and
+    the timers that are live still fire after a purge."""
+    h = Harness(CoordinatorConfig(initial_rebalance_delay_ms=0))
+    groups = 400
+    members: dict[str, tuple[list[str], int]] = {}
+    for g in range(groups):
+        ids, _, gen = h.stable_group(f"g{g}", 3)
+        members[f"g{g}"] = (ids, gen)
+    heap = h.core._heap
+    live = sum(1 for e in heap if h.core._may_fire(e))
+    assert live >= groups * 3  # a session timer a member, at least
+    assert len(heap) <= live + live // 4 + 1024 + 8 * groups  # not ~3 entries a member
+    assert len(heap) < 2.5 * groups * 3
+    # After purges: members that keep beating stay, the silent group's members expire on time.
+    for _ in range(12):
+        h.advance(1_000)
+        for g, (ids, gen) in members.items():
+            if g != "g0":
+                for m in ids:
+                    h.heartbeat(g, m, gen)
+    assert h.core.group("g0").state == "Empty"  # type: ignore[union-attr]
+    assert h.core.group("g1").state == "Stable"  # type: ignore[union-attr]
