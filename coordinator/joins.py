@@ -100,11 +100,13 @@ class GroupMachine:
     # -- timers ----------------------------------------------------------------------------------
 
     def _push(self, deadline_ms: int, kind: int, group_id: str, member_id: str = "") -> int:
-        self._seq += 1
         heap = self._heap
-        heapq.heappush(heap, (deadline_ms, self._seq, kind, group_id, member_id))
-        if len(heap) > self._purge_at:
+        if len(heap) >= self._purge_at:
+            # Before the push: the caller records the new entry's seq only after this returns,
+            # so until then the entry would look dead.
             self._purge_timers()
+        self._seq += 1
+        heapq.heappush(heap, (deadline_ms, self._seq, kind, group_id, member_id))
         return self._seq
 
     def _purge_timers(self) -> None:

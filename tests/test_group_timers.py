@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from coordinator import joins
 from coordinator.core import CoordinatorConfig
 from coordinator.joins import SESSION
 from tests.fakeclock import Harness
@@ -94,3 +97,27 @@ def test_heap_is_purged_of_entries_that_cannot_fire() -> None:
                     h.heartbeat(g, m, gen)
     assert h.core.group("g0").state == "Empty"  # type: ignore[union-attr]
     assert h.core.group("g1").state == "Stable"  # type: ignore[union-attr]
+
+
+def test_a_purge_on_every_push_keeps_every_live_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entry being pushed is live once its caller records its seq, after the push: a purge
+    must never judge it. With a purge before every push, a whole group life still runs on time:
+    the initial delay, sessions, the join phase's rebalance timeout, the pending-sync timeout."""
+    monkeypatch.setattr(joins, "_PURGE_MIN_ENTRIES", 0)
+    h = Harness()
+    h.core._purge_at = 0
+    ids, _, gen = h.stable_group("g", 2, session=60_000)  # JOIN_INITIAL, SESSION entries
+    a, _silent = ids
+    rt_new, new = h.join_dynamic("g", client_id="late", session=60_000)  # a JOIN entry
+    rt_a = h.join("g", a, session=60_000)
+    h.advance(29_999)
+    assert h.reply(rt_a) is None
+    h.advance(1)  # the rebalance timeout: the join completes without the silent member
+    for rt in (rt_a, rt_new):
+        joined = h.reply(rt)
+        assert joined is not None and joined.error.name == "none", joined
+        assert joined.generation_id == gen + 1
+    assert {m.member_id for m in h.core.group("g").members} == {a, new}  # type: ignore[union-attr]
+    h.advance(30_000)  # nobody synced: the SYNC entry fires and drops them
+    assert h.core.group("g").state in ("PreparingRebalance", "Empty")  # type: ignore[union-attr]
+    assert not h.core.group("g").members  # type: ignore[union-attr]
