@@ -102,6 +102,12 @@ def _skip_tagged_fields(frame: bytes | memoryview, offset: int) -> int:
         raise MalformedRequest(f"request header: {exc}") from None
 
 
+# Every request repeats its client's id: one str per distinct id, shared by every header that is
+# kept (a parked request's), instead of a new one per request. Bounded: cleared when full.
+_client_ids: dict[bytes, str] = {}
+_CLIENT_IDS_MAX = 16_384
+
+
 def _parse_header_v1(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
     if len(frame) < _HEADER_V1.size:
         raise MalformedRequest("frame shorter than a request header")
@@ -115,8 +121,14 @@ def _parse_header_v1(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
         end = offset + length
         if end > len(frame):
             raise MalformedRequest("client id runs past the end of the frame")
-        # Java decodes with replacement characters rather than failing; so do we.
-        client_id = bytes(frame[offset:end]).decode("utf-8", "replace")
+        raw = bytes(frame[offset:end])
+        client_id = _client_ids.get(raw)
+        if client_id is None:
+            # Java decodes with replacement characters rather than failing; so do we.
+            client_id = raw.decode("utf-8", "replace")
+            if len(_client_ids) >= _CLIENT_IDS_MAX:
+                _client_ids.clear()
+            _client_ids[raw] = client_id
         offset = end
     return RequestHeader(api_key, api_version, correlation_id, client_id), offset
 
