@@ -122,13 +122,14 @@ def _parse_header_v1(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
         if end > len(frame):
             raise MalformedRequest("client id runs past the end of the frame")
         raw = bytes(frame[offset:end])
-        client_id = _client_ids.get(raw)
-        if client_id is None:
+        cached = _client_ids.get(raw)
+        if cached is None:
             # Java decodes with replacement characters rather than failing; so do we.
-            client_id = raw.decode("utf-8", "replace")
+            cached = raw.decode("utf-8", "replace")
             if len(_client_ids) >= _CLIENT_IDS_MAX:
                 _client_ids.clear()
-            _client_ids[raw] = client_id
+            _client_ids[raw] = cached
+        client_id = cached
         offset = end
     return RequestHeader(api_key, api_version, correlation_id, client_id), offset
 
