@@ -88,6 +88,15 @@ from coordinator.topics import TopicCatalog
 __all__ = ["CoordinatorConfig", "Effects", "GroupCoordinator", "MemberIdFactory"]
 
 E = ErrorCode
+_COMMITTED = tuple(PartitionError(p, ErrorCode.none) for p in range(1024))
+
+
+def _committed(partition: int) -> PartitionError:
+    """PartitionError(partition, NONE), shared for the usual partition numbers: immutable, and
+    one less object a committed partition."""
+    return _COMMITTED[partition] if 0 <= partition < 1024 else PartitionError(partition, E.none)
+
+
 _NON_EMPTY = (
     GroupState.STABLE,
     GroupState.PREPARING_REBALANCE,
@@ -175,66 +184,48 @@ class GroupCoordinator(TopicWatch):
     # -- OffsetCommit ----------------------------------------------------------------------------
 
     def _commit(self, reply_to: int, cmd: OffsetCommit, now_ms: int, fx: Effects) -> None:
-        # Broker level (KafkaApis): unknown topic or partition -> 3, and never reaches the group.
+        """One pass over the partitions (commits are the second-hottest request): an unknown
+        topic or partition -> 3 at the broker level (KafkaApis), never reaching the group; the
+        others get the group's validation error (§10.1) or are committed."""
         has = self.topics.has_partition
-        errors: list[list[ErrorCode | None]] = [
-            [
-                None if has(t.name, p.partition) else E.unknown_topic_or_partition
-                for p in t.partitions
-            ]
-            for t in cmd.topics
-        ]
-        if any(e is None for row in errors for e in row):
-            self._commit_valid(cmd, errors, now_ms, fx)
-        topics = tuple(
-            TopicErrors(
-                t.name,
-                tuple(
-                    PartitionError(p.partition, e if e is not None else E.none)
-                    for p, e in zip(t.partitions, row, strict=True)
-                ),
-            )
-            for t, row in zip(cmd.topics, errors, strict=True)
-        )
-        fx.replies.append((reply_to, OffsetCommitResult(topics)))
-
-    def _commit_valid(
-        self, cmd: OffsetCommit, errors: list[list[ErrorCode | None]], now_ms: int, fx: Effects
-    ) -> None:
-        """Coordinator level (§10.1): fills every None in `errors`."""
-        group = self._groups.get(cmd.group_id)
+        gid = cmd.group_id
+        group = self._groups.get(gid)
         error: ErrorCode | None = None
-        if self.loading:
-            error = E.coordinator_load_in_progress
-        elif group is None:
-            if cmd.generation_id >= 0:
-                error = E.group_id_not_found if cmd.api_version >= 9 else E.illegal_generation
-        else:
-            error = validate_commit(group, cmd.generation_id, cmd.member_id, cmd.group_instance_id)
-        if error is not None:
-            for row in errors:
-                for i, e in enumerate(row):
-                    if e is None:
-                        row[i] = error
-            return
+        checked = False  # the group is validated once, and only if some partition exists
         wall = self._wall(now_ms)
         expire_at = wall + cmd.retention_time_ms if cmd.retention_time_ms != -1 else None
         max_len = self.config.offset_metadata_max_bytes
-        gid = cmd.group_id
+        put = self._offsets.put
+        records = fx.records
         committed = 0
-        for t, row in zip(cmd.topics, errors, strict=True):
-            for i, p in enumerate(t.partitions):
-                if row[i] is not None:
+        topics: list[TopicErrors] = []
+        for t in cmd.topics:
+            name = t.name
+            results: list[PartitionError] = []
+            for p in t.partitions:
+                partition = p.partition
+                if not has(name, partition):
+                    results.append(PartitionError(partition, E.unknown_topic_or_partition))
+                    continue
+                if not checked:
+                    checked = True
+                    error = self._commit_error(group, cmd)
+                if error is not None:
+                    results.append(PartitionError(partition, error))
                     continue
                 metadata = p.metadata or ""
                 if java_length(metadata) > max_len:
-                    row[i] = E.offset_metadata_too_large
+                    results.append(PartitionError(partition, E.offset_metadata_too_large))
                     continue
-                row[i] = E.none
                 value = OffsetCommitValue(p.offset, p.leader_epoch, metadata, wall, expire_at)
-                self._offsets.put(gid, t.name, p.partition, value)
-                fx.records.append(Record(OffsetCommitKey(gid, t.name, p.partition), value))
+                put(gid, name, partition, value)
+                records.append(Record(OffsetCommitKey(gid, name, partition), value))
                 committed += 1
+                results.append(_committed(partition))
+            topics.append(TopicErrors(name, tuple(results)))
+        fx.replies.append((reply_to, OffsetCommitResult(tuple(topics))))
+        if not checked or error is not None:
+            return
         if group is None:
             if not committed:
                 # Kafka keeps the new simple group in memory even when nothing was written; we
@@ -249,6 +240,16 @@ class GroupCoordinator(TopicWatch):
                 self._schedule_session(group, member, member.session_timeout_ms, now_ms)
         if committed:
             fx.events.append(OffsetsCommitted(gid, committed))
+
+    def _commit_error(self, group: ClassicGroup | None, cmd: OffsetCommit) -> ErrorCode | None:
+        """The coordinator-level error of a commit to `group` (§10.1); None = accept."""
+        if self.loading:
+            return E.coordinator_load_in_progress
+        if group is None:
+            if cmd.generation_id >= 0:
+                return E.group_id_not_found if cmd.api_version >= 9 else E.illegal_generation
+            return None
+        return validate_commit(group, cmd.generation_id, cmd.member_id, cmd.group_instance_id)
 
     # -- OffsetFetch -----------------------------------------------------------------------------
 

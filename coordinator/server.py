@@ -28,7 +28,15 @@ from coordinator import adapters, broker
 from coordinator.core import CoordinatorConfig, GroupCoordinator, MemberIdFactory
 from coordinator.events import Event
 from coordinator.journal import DiskJournal
-from coordinator.messages import Heartbeat, HeartbeatResult, OffsetCommitResult, Result
+from coordinator.messages import (
+    CommitPartition,
+    CommitTopic,
+    Heartbeat,
+    HeartbeatResult,
+    OffsetCommit,
+    OffsetCommitResult,
+    Result,
+)
 from coordinator.runtime import EventSink, Journal, MemoryJournal, Runtime
 from coordinator.topic_admin import TOPIC_ADMIN_APIS
 from coordinator.topic_service import TopicService
@@ -48,6 +56,7 @@ _FIND_COORDINATOR = 10
 _LIST_OFFSETS = 2
 _FETCH = 1
 _HEARTBEAT = apis.HEARTBEAT
+_OFFSET_COMMIT = apis.OFFSET_COMMIT
 _SIZE = struct.Struct(">i")  # a frame's size prefix
 
 
@@ -102,11 +111,22 @@ class Connection(asyncio.Protocol):
         frames = self._frames
         if frames is None and not self._busy:
             # Nothing in flight and nothing buffered, so answering at once keeps responses in
-            # request order. The fast path (protocol.fastpath): one whole Heartbeat.
-            if len(data) > 8 and data[5] == _HEARTBEAT and data[4] == 0:
-                fields = fastpath.parse_heartbeat(data, self._server.options.max_frame_bytes)
-                if fields is not None and self._server.fast_heartbeat(self, fields):
-                    return
+            # request order. The fast paths (protocol.fastpath): one whole Heartbeat or
+            # OffsetCommit.
+            if len(data) > 8 and data[4] == 0:
+                if data[5] == _HEARTBEAT:
+                    fields = fastpath.parse_heartbeat(data, self._server.options.max_frame_bytes)
+                    if fields is not None and self._server.fast_heartbeat(self, fields):
+                        return
+                elif data[5] == _OFFSET_COMMIT:
+                    commit = fastpath.parse_offset_commit(
+                        data, self._server.options.max_frame_bytes, CommitTopic, CommitPartition
+                    )
+                    if commit is not None:
+                        self._busy = True  # answered when its records are durable
+                        if self._server.fast_offset_commit(self, commit):
+                            return
+                        self._busy = False
             # Exactly one whole frame of an acceptable size: no buffer. Anything else (a size
             # to refuse included) goes through the FrameBuffer, which has the rules.
             if len(data) >= 4:
@@ -355,6 +375,31 @@ class Server:
         command = Heartbeat(group_id, generation_id, member_id, instance_id)
         result = self._heartbeat(runtime, command)
         conn.write(codec.heartbeat_response_frame(version, correlation_id, result.error))
+        return True
+
+    def fast_offset_commit(
+        self, conn: Connection, f: fastpath.OffsetCommitFields[CommitTopic]
+    ) -> bool:
+        """Submit an OffsetCommit parsed by the fast path, as `dispatch` would have after kio and
+        the adapter; False = take the general path."""
+        runtime = self.runtime
+        if runtime is None:
+            return False
+        stats = self.stats
+        t0 = stats.clock() if stats is not None else 0
+        command = OffsetCommit(
+            f.group_id,
+            f.generation_id,
+            f.member_id,
+            f.group_instance_id,
+            f.retention_time_ms,
+            f.topics,
+            f.version,
+        )
+        header = RequestHeader(_OFFSET_COMMIT, f.version, f.correlation_id, f.client_id)
+        reply_to = runtime.new_reply_to()
+        self._pending[reply_to] = (conn, header, command, t0)  # the command: its error context
+        runtime.submit(reply_to, command)
         return True
 
     def _heartbeat(self, runtime: Runtime, command: Heartbeat) -> HeartbeatResult:

@@ -1,4 +1,5 @@
-"""Fast paths for the two hottest APIs: Heartbeat requests and OffsetCommit responses, without kio.
+"""Fast paths for the two hottest APIs, Heartbeat and OffsetCommit: requests parsed and OffsetCommit
+responses encoded without kio.
 
 Heartbeats are most of a coordinator's traffic (every member, every `heartbeat.interval.ms`), so
 their cost decides throughput. kio's decode is not the slow part; what this saves is the general
@@ -6,9 +7,10 @@ route around it: the frame buffer, the header object, the entity and the command
 response side reuses `codec.encode_heartbeat_response`'s precomputed bodies.
 
 Invariants:
-- `parse_heartbeat` only ever accepts what the general decoder would decode to the same fields
-  (tests/test_fastpath.py checks this differentially, with Hypothesis, against kio). Anything it is
-  not sure of -- another API, an unsupported version, tagged fields, a long compact string, a
+- `parse_heartbeat` and `parse_offset_commit` only ever accept what the general decoder would
+  decode to the same fields
+  (tests/test_fastpath.py checks this differentially, with Hypothesis, against kio). Anything they
+  are not sure of -- another API, an unsupported version, tagged fields, a long compact string, a
   truncated or oddly encoded frame -- returns None, and the caller takes the general path, which
   owns every error and every close. The fast path never raises on bad input.
 - Trailing bytes after the body are ignored, as Kafka's parser (and the general path) does.
@@ -19,14 +21,15 @@ Pure: no I/O.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
-from typing import Final, Protocol
+from collections.abc import Callable, Sequence
+from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 
-from .apis import HEARTBEAT
+from .apis import HEARTBEAT, OFFSET_COMMIT
 
 _SIZE_AND_HEADER: Final = struct.Struct(">ihhih")  # size, api key, version, correlation, client id
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
+_I64: Final = struct.Struct(">q")
 _HEARTBEAT_MAX_VERSION: Final = 4  # v4 is flexible (KIP-482); v0-3 are not
 
 HeartbeatFields = tuple[int, int, str, int, str, str | None]
@@ -70,6 +73,176 @@ def parse_heartbeat(data: bytes, max_frame_bytes: int) -> HeartbeatFields | None
     if offset > len(data):
         return None
     return version, correlation_id, group_id, generation_id, member_id, instance_id
+
+
+# -- OffsetCommit requests ---------------------------------------------------------------------
+#
+# OffsetCommitRequest.json, v2-v9: group_id, generation_id_or_member_epoch int32, member_id,
+# group_instance_id (nullable, v7+), retention_time_ms int64 (v2-v4), topics[name, partitions[
+# partition_index int32, committed_offset int64, committed_leader_epoch int32 (v6+),
+# committed_metadata (nullable)]]; flexible from v8 (request header v2, compact arrays and
+# strings, tagged-field sections, which the fast path only accepts empty).
+
+T = TypeVar("T")
+P = TypeVar("P")
+
+_OFFSET_COMMIT_MIN_VERSION: Final = 2
+_OFFSET_COMMIT_FLEXIBLE: Final = 8
+_OFFSET_COMMIT_MAX_VERSION: Final = 9
+_PARTITION_OFFSET: Final = struct.Struct(">iq")
+_PARTITION_OFFSET_EPOCH: Final = struct.Struct(">iqi")
+
+
+class OffsetCommitFields(NamedTuple, Generic[T]):
+    """A parsed OffsetCommit request; `topics` are built by the caller's constructors."""
+
+    version: int
+    correlation_id: int
+    client_id: str
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    retention_time_ms: int
+    topics: tuple[T, ...]
+
+
+def parse_offset_commit(
+    data: bytes,
+    max_frame_bytes: int,
+    make_topic: Callable[[str, tuple[P, ...]], T],
+    make_partition: Callable[[int, int, int, str | None], P],
+) -> OffsetCommitFields[T] | None:
+    """`data` is exactly one size-prefixed frame as read from the socket (size included).
+    Topics are `make_topic(name, partitions)`, partitions `make_partition(partition, offset,
+    leader_epoch or -1, metadata)`: the caller's own types, built once."""
+    if len(data) < _SIZE_AND_HEADER.size:
+        return None
+    size, api_key, version, correlation_id, client_id_len = _SIZE_AND_HEADER.unpack_from(data, 0)
+    if (
+        api_key != OFFSET_COMMIT
+        or not _OFFSET_COMMIT_MIN_VERSION <= version <= _OFFSET_COMMIT_MAX_VERSION
+        or size + 4 != len(data)
+        or size > max_frame_bytes
+        or client_id_len < -1
+    ):
+        return None
+    offset = _SIZE_AND_HEADER.size
+    end_client = offset + max(client_id_len, 0)
+    try:
+        client_id = data[offset:end_client].decode("utf-8", "replace")
+        offset = end_client
+        if version >= _OFFSET_COMMIT_FLEXIBLE:
+            if data[offset] != 0:  # header tagged fields: leave them to the general path
+                return None
+            group_id, offset = _compact_string(data, offset + 1)
+            (generation_id,) = _I32.unpack_from(data, offset)
+            member_id, offset = _compact_string(data, offset + 4)
+            instance_id, offset = _compact_nullable_string(data, offset)
+            topics, offset = _commit_topics_compact(data, offset, make_topic, make_partition)
+            if data[offset] != 0:  # request tagged fields
+                return None
+            offset += 1
+            retention = -1
+        else:
+            group_id, offset = _string(data, offset)
+            (generation_id,) = _I32.unpack_from(data, offset)
+            member_id, offset = _string(data, offset + 4)
+            instance_id = None
+            if version >= 7:
+                instance_id, offset = _nullable_string(data, offset)
+            retention = -1
+            if version <= 4:
+                (retention,) = _I64.unpack_from(data, offset)
+                offset += 8
+            topics, offset = _commit_topics(data, offset, version, make_topic, make_partition)
+    except (IndexError, struct.error, UnicodeDecodeError, _Unsure):
+        return None
+    if offset > len(data):
+        return None
+    return OffsetCommitFields(
+        version,
+        correlation_id,
+        client_id,
+        group_id,
+        generation_id,
+        member_id,
+        instance_id,
+        retention,
+        topics,
+    )
+
+
+def _count(data: bytes, offset: int, min_item_bytes: int) -> tuple[int, int]:
+    """An int32 array length that the rest of the frame can hold (kio's reader would abort the
+    process on a huge one; see protocol.guard)."""
+    (n,) = _I32.unpack_from(data, offset)
+    offset += 4
+    if n < 0 or n * min_item_bytes > len(data) - offset:
+        raise _Unsure
+    return n, offset
+
+
+def _compact_count(data: bytes, offset: int, min_item_bytes: int) -> tuple[int, int]:
+    """A compact array length, one-byte varints only; a null array is left to the general path."""
+    n = data[offset] - 1
+    offset += 1
+    if not 0 <= n < 127 or n * min_item_bytes > len(data) - offset:
+        raise _Unsure
+    return n, offset
+
+
+def _commit_topics(
+    data: bytes,
+    offset: int,
+    version: int,
+    make_topic: Callable[[str, tuple[P, ...]], T],
+    make_partition: Callable[[int, int, int, str | None], P],
+) -> tuple[tuple[T, ...], int]:
+    with_epoch = version >= 6
+    fixed = _PARTITION_OFFSET_EPOCH if with_epoch else _PARTITION_OFFSET
+    topics: list[T] = []
+    n_topics, offset = _count(data, offset, 6)  # name length + partitions count
+    for _ in range(n_topics):
+        name, offset = _string(data, offset)
+        n_parts, offset = _count(data, offset, fixed.size + 2)
+        parts: list[P] = []
+        for _ in range(n_parts):
+            if with_epoch:
+                partition, committed, epoch = _PARTITION_OFFSET_EPOCH.unpack_from(data, offset)
+            else:
+                partition, committed = _PARTITION_OFFSET.unpack_from(data, offset)
+                epoch = -1
+            metadata, offset = _nullable_string(data, offset + fixed.size)
+            parts.append(make_partition(partition, committed, epoch, metadata))
+        topics.append(make_topic(name, tuple(parts)))
+    return tuple(topics), offset
+
+
+def _commit_topics_compact(
+    data: bytes,
+    offset: int,
+    make_topic: Callable[[str, tuple[P, ...]], T],
+    make_partition: Callable[[int, int, int, str | None], P],
+) -> tuple[tuple[T, ...], int]:
+    topics: list[T] = []
+    n_topics, offset = _compact_count(data, offset, 3)  # name, partitions, tagged fields
+    for _ in range(n_topics):
+        name, offset = _compact_string(data, offset)
+        n_parts, offset = _compact_count(data, offset, _PARTITION_OFFSET_EPOCH.size + 2)
+        parts: list[P] = []
+        for _ in range(n_parts):
+            partition, committed, epoch = _PARTITION_OFFSET_EPOCH.unpack_from(data, offset)
+            metadata, offset = _compact_nullable_string(data, offset + _PARTITION_OFFSET_EPOCH.size)
+            if data[offset] != 0:  # partition tagged fields
+                raise _Unsure
+            offset += 1
+            parts.append(make_partition(partition, committed, epoch, metadata))
+        if data[offset] != 0:  # topic tagged fields
+            raise _Unsure
+        offset += 1
+        topics.append(make_topic(name, tuple(parts)))
+    return tuple(topics), offset
 
 
 class _Unsure(Exception):
@@ -134,7 +307,6 @@ class CommitTopicErrors(Protocol):
     def partitions(self) -> Sequence[CommitPartitionError]: ...
 
 
-_OFFSET_COMMIT_FLEXIBLE = 8
 _SIZE_AND_CORRELATION: Final = struct.Struct(">ii")
 _PARTITION_ERROR: Final = struct.Struct(">ih")
 _ZERO_THROTTLE: Final = b"\x00\x00\x00\x00"

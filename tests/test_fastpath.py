@@ -1,4 +1,5 @@
-"""The Heartbeat fast path agrees with the general decoder, and steps aside when unsure.
+"""The Heartbeat and OffsetCommit fast paths agree with the general decoder, and step aside when
+unsure.
 
 Differential: every frame the fast path accepts must decode, through `codec.decode_request` (kio),
 to the same fields; frames it refuses must still be handled by the general path. Arbitrary bytes
@@ -7,14 +8,23 @@ never make it raise.
 
 from __future__ import annotations
 
+import datetime
 import struct
+import sys
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from coordinator import adapters
-from coordinator.messages import OffsetCommitResult, PartitionError, TopicErrors
+from coordinator.messages import (
+    CommitPartition,
+    CommitTopic,
+    OffsetCommit,
+    OffsetCommitResult,
+    PartitionError,
+    TopicErrors,
+)
 from protocol import apis, codec, fastpath
 from protocol.apis import HEARTBEAT
 from protocol.codec import RequestHeader
@@ -183,3 +193,167 @@ def test_offset_commit_response_matches_kio(
         (t.name, [(p.partition_index, p.error_code) for p in t.partitions])
         for t in entity.topics  # type: ignore[attr-defined]
     ] == [(t.name, [(p.partition, p.error) for p in t.partitions]) for t in topics]
+
+
+# -- OffsetCommit requests -------------------------------------------------------------------------
+
+commit_partitions = st.lists(
+    st.tuples(
+        st.integers(-(2**31), 2**31 - 1),  # partition
+        st.integers(-(2**63), 2**63 - 1),  # offset
+        st.integers(-(2**31), 2**31 - 1),  # leader epoch (v6+)
+        st.none() | st.text(max_size=150),  # metadata
+    ),
+    max_size=6,
+)
+commit_request_topics = st.lists(st.tuples(st.text(max_size=150), commit_partitions), max_size=4)
+
+
+def offset_commit_frame(
+    version: int,
+    group_id: str,
+    generation_id: int,
+    member_id: str,
+    instance_id: str | None,
+    retention_ms: int,
+    topics: list[tuple[str, list[tuple[int, int, int, str | None]]]],
+    correlation_id: int,
+    client_id: str | None,
+) -> bytes:
+    cls = apis.request_class(apis.OFFSET_COMMIT, version)
+    mod = sys.modules[cls.__module__]
+    kio_topics = []
+    for name, parts in topics:
+        kio_parts = []
+        for partition, offset, epoch, metadata in parts:
+            fields: dict[str, object] = {
+                "partition_index": partition,
+                "committed_offset": offset,
+                "committed_metadata": metadata,
+            }
+            if version >= 6:
+                fields["committed_leader_epoch"] = epoch
+            kio_parts.append(mod.OffsetCommitRequestPartition(**fields))
+        kio_topics.append(mod.OffsetCommitRequestTopic(name=name, partitions=tuple(kio_parts)))
+    kwargs: dict[str, object] = {
+        "group_id": group_id,
+        "generation_id_or_member_epoch": generation_id,
+        "member_id": member_id,
+        "topics": tuple(kio_topics),
+    }
+    if version >= 7:
+        kwargs["group_instance_id"] = instance_id
+    if version <= 4:
+        kwargs["retention_time"] = datetime.timedelta(milliseconds=retention_ms)
+    frame = request_frame(
+        apis.OFFSET_COMMIT, version, write(cls(**kwargs)), correlation_id, client_id
+    )
+    return struct.pack(">i", len(frame)) + frame
+
+
+def fast_commit(
+    data: bytes, max_frame: int = MAX
+) -> fastpath.OffsetCommitFields[CommitTopic] | None:
+    return fastpath.parse_offset_commit(data, max_frame, CommitTopic, CommitPartition)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    version=st.integers(2, 9),
+    group_id=long_ids,
+    generation_id=st.integers(-(2**31), 2**31 - 1),
+    member_id=long_ids,
+    instance_id=st.none() | ids,
+    retention_ms=st.integers(-1, 2**40),
+    topics=commit_request_topics,
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    client_id=st.none() | ids,
+)
+def test_offset_commit_fast_path_agrees_with_kio(
+    version: int,
+    group_id: str,
+    generation_id: int,
+    member_id: str,
+    instance_id: str | None,
+    retention_ms: int,
+    topics: list[tuple[str, list[tuple[int, int, int, str | None]]]],
+    correlation_id: int,
+    client_id: str | None,
+) -> None:
+    data = offset_commit_frame(
+        version,
+        group_id,
+        generation_id,
+        member_id,
+        instance_id,
+        retention_ms,
+        topics,
+        correlation_id,
+        client_id,
+    )
+    fields = fast_commit(data)
+    header, request = codec.decode_request(data[4:])
+    expected = adapters.to_command(header, request, "/h")
+    if fields is None:
+        # Refusing is always allowed, but only for a reason: a compact string too long for a
+        # one-byte length (v8+).
+        strings = [group_id, member_id, instance_id or ""]
+        strings += [name for name, _ in topics]
+        strings += [m or "" for _, parts in topics for *_, m in parts]
+        assert version >= 8
+        assert max(len(s.encode()) for s in strings) >= 126
+        return
+    assert (fields.version, fields.correlation_id, fields.client_id) == (
+        header.api_version,
+        header.correlation_id,
+        header.client_id,
+    )
+    got = OffsetCommit(
+        fields.group_id,
+        fields.generation_id,
+        fields.member_id,
+        fields.group_instance_id,
+        fields.retention_time_ms,
+        fields.topics,
+        fields.version,
+    )
+    assert got == expected
+
+
+def test_typical_commits_take_the_fast_path() -> None:
+    for version in range(2, 10):
+        data = offset_commit_frame(
+            version, "orders", 5, "consumer-1-abc", None, -1, [("t", [(0, 42, 3, "")])], 8, "c"
+        )
+        fields = fast_commit(data)
+        assert fields is not None
+        assert fields.topics == (
+            CommitTopic("t", (CommitPartition(0, 42, 3 if version >= 6 else -1, ""),)),
+        )
+
+
+def test_offset_commit_refuses_what_it_should_not_decode() -> None:
+    data = offset_commit_frame(8, "g", 1, "m", None, -1, [("t", [(0, 1, 2, None)])], 1, "c")
+    assert fast_commit(data + b"x") is None  # two reads' worth / wrong size
+    assert fast_commit(data[:-1]) is None  # short
+    assert fast_commit(data, len(data) - 5) is None  # over the frame cap
+    huge = bytearray(offset_commit_frame(7, "g", 1, "m", None, -1, [], 1, "c"))
+    huge[-4:] = struct.pack(">i", 2**31 - 1)  # a topics count no frame could hold
+    assert fast_commit(bytes(huge)) is None
+    # A partition tagged field (v8+): the general path skips it; the fast path steps aside.
+    tagged = bytearray(data)
+    assert tagged[-4:] == b"\x00\x00\x00\x00"  # metadata null, partition/topic/request tags
+    tagged[-3:-2] = b"\x01\x05\x01\x00"
+    tagged[0:4] = struct.pack(">i", len(tagged) - 4)
+    assert fast_commit(bytes(tagged)) is None
+    assert codec.decode_request(bytes(tagged[4:]))[0].api_key == apis.OFFSET_COMMIT
+
+
+@given(st.binary(max_size=60), st.integers(0, 80))
+def test_mutated_commits_never_raise(noise: bytes, at: int) -> None:
+    for version in (2, 7, 9):
+        data = bytearray(
+            offset_commit_frame(version, "g", 3, "m", "i", 5, [("t", [(1, 2, 3, "x")])], 9, "c")
+        )
+        data[at % len(data) : at % len(data) + len(noise)] = noise
+        fast_commit(bytes(data))
