@@ -149,7 +149,7 @@ class Runtime:
                 self._release(effects.replies)
             else:
                 self._hold(seq, effects.replies)
-        self._arm_timer()
+        self._rearm()
 
     def _release(self, replies: list[tuple[int, Result]]) -> None:
         respond = self._respond
@@ -213,6 +213,16 @@ class Runtime:
             self._on_write_failure(exc)
 
     # -- the single timer ------------------------------------------------------------------------
+
+    def _rearm(self) -> None:
+        """After a command: re-arm only if the heap's top is earlier than the armed deadline, an
+        O(1) check (most commands push no timer; `_arm_timer`'s exact answer pops dead entries
+        off the heap). A timer armed for an entry that died since fires early, finds nothing due
+        and re-arms (`_on_timer` clears the armed deadline first)."""
+        earliest = self.core.earliest_timer_ms()
+        armed = self._timer_deadline_ms
+        if earliest is not None and (armed is None or earliest < armed):
+            self._arm_timer()
 
     def _arm_timer(self) -> None:
         deadline = self.core.next_deadline_ms()
