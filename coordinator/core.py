@@ -39,7 +39,6 @@ from coordinator.events import (
     RebalanceCause,
 )
 from coordinator.group import ClassicGroup, GroupSnapshot, GroupState, Member
-from coordinator.joins import RETENTION
 from coordinator.messages import (
     Command,
     DeletedGroup,
@@ -82,6 +81,7 @@ from coordinator.records import (
     TopicKey,
     TopicValue,
 )
+from coordinator.timers import RETENTION
 from coordinator.topic_watch import TopicWatch
 from coordinator.topics import TopicCatalog
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator import joins
+from coordinator import timers
 from coordinator.core import CoordinatorConfig
-from coordinator.joins import SESSION
+from coordinator.timers import SESSION
 from tests.fakeclock import Harness
 
 
@@ -103,7 +103,7 @@ def test_a_purge_on_every_push_keeps_every_live_timer(monkeypatch: pytest.Monkey
     """The entry being pushed is live once its caller records its seq, after the push: a purge
     must never judge it. With a purge before every push, a whole group life still runs on time:
     the initial delay, sessions, the join phase's rebalance timeout, the pending-sync timeout."""
-    monkeypatch.setattr(joins, "_PURGE_MIN_ENTRIES", 0)
+    monkeypatch.setattr(timers, "_PURGE_MIN_ENTRIES", 0)
     h = Harness()
     h.core._purge_at = 0
     ids, _, gen = h.stable_group("g", 2, session=60_000)  # JOIN_INITIAL, SESSION entries
