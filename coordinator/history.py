@@ -200,6 +200,9 @@ class HistoryTranslator:
                 self._close_window(gid, out)
 
 
+_WAKE_AT_QUEUED = 2048  # events queued that wake the writer before its interval
+
+
 class HistoryRecorder:
     """The event sink plus the writer thread. `start()`, then `record` events, then `close()`."""
 
@@ -266,11 +269,17 @@ class HistoryRecorder:
     def record(self, event: Event) -> None:
         """The event sink: O(1), never blocks, never raises."""
         queue = self._queue
-        if len(queue) >= self._limit:
+        n = len(queue)
+        if n >= self._limit:
             self.dropped += 1
             return
         queue.append((self._clock_ms(), event))
         self.received += 1
+        if n == _WAKE_AT_QUEUED:
+            # A burst (a join storm: several events a member) is written as it comes rather than
+            # held for the flush interval: a queue of tens of thousands of events, freed at
+            # once, left holes in the allocator's pools that stayed in RSS (issue 2, measured).
+            self._wake.set()
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -310,6 +319,7 @@ class HistoryRecorder:
         interval = self.settings.flush_interval_ms / 1000
         while True:
             self._wake.wait(interval)
+            self._wake.clear()  # `close` sets `_stopping` before it wakes us
             stopping = self._stopping
             try:
                 self.flush(final=stopping)
