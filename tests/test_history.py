@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coordinator import history
 from coordinator.events import (
     GroupMetadataHashChanged,
     LeaveReason,
     MemberLeft,
     OffsetsCommitted,
+    RebalanceCause,
+    RebalanceStarted,
 )
 from coordinator.history import (
     COMMIT_WINDOW_MS,
@@ -287,6 +291,22 @@ def test_recorder_thread_writes_and_close_flushes(tmp_path: Path) -> None:
     assert rec.written == len(rows)
     assert rows[0][0] == rec.coordinator_id
     assert rec.dropped == rec.lost == rec.write_errors == 0
+
+
+def test_a_burst_is_written_before_the_flush_interval(tmp_path: Path) -> None:
+    """A join storm's events are written as they come (their queue, freed at once, fragmented
+    the allocator), not held for the interval -- an hour here, so only the wake can write."""
+    rec = HistoryRecorder(tmp_path / "history", HistorySettings(flush_interval_ms=3_600_000))
+    rec.start()
+    try:
+        for i in range(history._WAKE_AT_QUEUED + 1):
+            rec.record(RebalanceStarted(f"g{i}", RebalanceCause.MEMBER_JOINED, "m", i))
+        deadline = time.monotonic() + 10
+        while rec.written < history._WAKE_AT_QUEUED and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert rec.written > history._WAKE_AT_QUEUED
+    finally:
+        rec.close()
 
 
 def test_a_full_queue_drops_and_counts_instead_of_blocking(tmp_path: Path) -> None:
