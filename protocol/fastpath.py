@@ -89,6 +89,7 @@ P = TypeVar("P")
 _OFFSET_COMMIT_MIN_VERSION: Final = 2
 _OFFSET_COMMIT_FLEXIBLE: Final = 8
 _OFFSET_COMMIT_MAX_VERSION: Final = 9
+_MAX_RETENTION_MS: Final = 1 << 55  # well inside kio's i64Timedelta (~8.6e16 ms)
 _PARTITION_OFFSET: Final = struct.Struct(">iq")
 _PARTITION_OFFSET_EPOCH: Final = struct.Struct(">iqi")
 
@@ -155,6 +156,8 @@ def parse_offset_commit(
             if version <= 4:
                 (retention,) = _I64.unpack_from(data, offset)
                 offset += 8
+                if not -_MAX_RETENTION_MS <= retention <= _MAX_RETENTION_MS:
+                    return None  # beyond a timedelta: kio refuses it, so the general path does
             topics, offset = _commit_topics(data, offset, version, make_topic, make_partition)
     except (IndexError, struct.error, UnicodeDecodeError, _Unsure):
         return None

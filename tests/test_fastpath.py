@@ -337,6 +337,11 @@ def test_offset_commit_refuses_what_it_should_not_decode() -> None:
     assert fast_commit(data + b"x") is None  # two reads' worth / wrong size
     assert fast_commit(data[:-1]) is None  # short
     assert fast_commit(data, len(data) - 5) is None  # over the frame cap
+    # A retention kio cannot hold in a timedelta: the general path closes the connection.
+    assert fast_commit(offset_commit_frame(2, "g", -1, "", None, 0, [], 1, "c")) is not None
+    far = bytearray(offset_commit_frame(2, "g", -1, "", None, 0, [], 1, "c"))
+    struct.pack_into(">q", far, 24, 2**62)  # size, header with client id "c", "g", -1, ""
+    assert fast_commit(bytes(far)) is None
     huge = bytearray(offset_commit_frame(7, "g", 1, "m", None, -1, [], 1, "c"))
     huge[-4:] = struct.pack(">i", 2**31 - 1)  # a topics count no frame could hold
     assert fast_commit(bytes(huge)) is None
