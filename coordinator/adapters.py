@@ -552,21 +552,15 @@ def _error_result(header: RequestHeader, r: Any, error: ErrorCode) -> m.Result:
         case apis.LEAVE_GROUP:
             return m.LeaveGroupResult(error=error)
         case apis.OFFSET_COMMIT:  # no top-level error: every partition carries it
-            if isinstance(r, m.OffsetCommit):  # the fast path keeps the command, not kio's request
-                return m.OffsetCommitResult(
-                    tuple(
-                        m.TopicErrors(
-                            t.name,
-                            tuple(m.PartitionError(p.partition, error) for p in t.partitions),
-                        )
-                        for t in r.topics
-                    )
-                )
+            fast = isinstance(r, m.OffsetCommit)  # the fast path keeps the command, not kio's
             return m.OffsetCommitResult(
                 tuple(
                     m.TopicErrors(
                         t.name,
-                        tuple(m.PartitionError(p.partition_index, error) for p in t.partitions),
+                        tuple(
+                            m.PartitionError(p.partition if fast else p.partition_index, error)
+                            for p in t.partitions
+                        ),
                     )
                     for t in r.topics
                 )

@@ -61,10 +61,9 @@ def parse_heartbeat(data: bytes, max_frame_bytes: int) -> HeartbeatFields | None
         else:
             if data[offset] != 0:  # header tagged fields: leave them to the general path
                 return None
-            group_id, offset = _compact_string(data, offset + 1)
-            (generation_id,) = _I32.unpack_from(data, offset)
-            member_id, offset = _compact_string(data, offset + 4)
-            instance_id, offset = _compact_nullable_string(data, offset)
+            group_id, generation_id, member_id, instance_id, offset = _compact_member(
+                data, offset + 1
+            )
             if data[offset] != 0:  # body tagged fields
                 return None
             offset += 1
@@ -136,10 +135,9 @@ def parse_offset_commit(
         if version >= _OFFSET_COMMIT_FLEXIBLE:
             if data[offset] != 0:  # header tagged fields: leave them to the general path
                 return None
-            group_id, offset = _compact_string(data, offset + 1)
-            (generation_id,) = _I32.unpack_from(data, offset)
-            member_id, offset = _compact_string(data, offset + 4)
-            instance_id, offset = _compact_nullable_string(data, offset)
+            group_id, generation_id, member_id, instance_id, offset = _compact_member(
+                data, offset + 1
+            )
             topics, offset = _commit_topics_compact(data, offset, make_topic, make_partition)
             if data[offset] != 0:  # request tagged fields
                 return None
@@ -246,6 +244,16 @@ def _commit_topics_compact(
         offset += 1
         topics.append(make_topic(name, tuple(parts)))
     return tuple(topics), offset
+
+
+def _compact_member(data: bytes, offset: int) -> tuple[str, int, str, str | None, int]:
+    """The flexible versions' common start (Heartbeat v4, OffsetCommit v8+): group_id,
+    generation_id, member_id, group_instance_id; and the offset after them."""
+    group_id, offset = _compact_string(data, offset)
+    (generation_id,) = _I32.unpack_from(data, offset)
+    member_id, offset = _compact_string(data, offset + 4)
+    instance_id, offset = _compact_nullable_string(data, offset)
+    return group_id, generation_id, member_id, instance_id, offset
 
 
 class _Unsure(Exception):

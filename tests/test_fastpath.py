@@ -362,3 +362,21 @@ def test_mutated_commits_never_raise(noise: bytes, at: int) -> None:
         )
         data[at % len(data) : at % len(data) + len(noise)] = noise
         fast_commit(bytes(data))
+
+
+def test_a_failed_fast_commit_gets_every_partition_the_error() -> None:
+    """`Server._fail` answers a fast-path commit from the command it kept (not a kio request)."""
+    data = offset_commit_frame(
+        7, "g", 1, "m", None, -1, [("t", [(0, 1, 2, None), (3, 4, 5, "")])], 1, "c"
+    )
+    f = fast_commit(data)
+    assert f is not None
+    command = OffsetCommit(
+        f.group_id, f.generation_id, f.member_id, None, f.retention_time_ms, f.topics, f.version
+    )
+    header = RequestHeader(apis.OFFSET_COMMIT, 7, 1, "c")
+    response = adapters.error_response(header, command, ErrorCode.not_coordinator)
+    assert [
+        (t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+        for t in response.topics  # type: ignore[attr-defined]
+    ] == [("t", [(0, ErrorCode.not_coordinator), (3, ErrorCode.not_coordinator)])]
