@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from tests.durability_util import RawConn
 
 REPO = rc.REPO
 MEMBER_ID_REQUIRED = 79
+COORDINATOR_LOAD_IN_PROGRESS = 14
 NOT_COORDINATOR = 16
 REBALANCE_IN_PROGRESS = 27
 
@@ -132,11 +134,17 @@ async def join(
     session_timeout_ms: int = 30_000,
     rebalance_timeout_ms: int = 60_000,
 ) -> wire.JoinResponse:
-    """JoinGroup v5, answering MEMBER_ID_REQUIRED once (KIP-394) as clients do."""
+    """JoinGroup v5, answering MEMBER_ID_REQUIRED once (KIP-394) as clients do, and retrying
+    COORDINATOR_LOAD_IN_PROGRESS as they do: `start` returns once the server listens, which is
+    before its log is loaded (reference §12.3)."""
     call = wire.join_group_v5(
         group, member_id, wire.subscription(topics), session_timeout_ms, rebalance_timeout_ms
     )
     response = wire.decode_join_v5(await request(conn, call, timeout=30))
+    loaded_by = time.monotonic() + 20
+    while response.error_code == COORDINATOR_LOAD_IN_PROGRESS and time.monotonic() < loaded_by:
+        await asyncio.sleep(0.05)  # a client's retry backoff
+        response = wire.decode_join_v5(await request(conn, call, timeout=30))
     if response.error_code == MEMBER_ID_REQUIRED:
         return await join(
             conn, group, topics, response.member_id,
