@@ -122,10 +122,7 @@ class Runtime:
         early finds nothing due). Kafka, too, answers heartbeats from memory."""
         result = self.core.heartbeat(command, self.now_ms())
         # A member without a live session timer gets one here; arm for it if it is the earliest.
-        earliest = self.core.earliest_timer_ms()
-        armed = self._timer_deadline_ms
-        if earliest is not None and (armed is None or earliest < armed):
-            self._arm_timer()
+        self._rearm()
         return result
 
     def submit(self, reply_to: int, command: Command) -> None:

@@ -29,6 +29,7 @@ from coordinator.core import CoordinatorConfig, GroupCoordinator, MemberIdFactor
 from coordinator.events import Event
 from coordinator.journal import DiskJournal
 from coordinator.messages import (
+    Command,
     CommitPartition,
     CommitTopic,
     Heartbeat,
@@ -397,10 +398,24 @@ class Server:
             f.version,
         )
         header = RequestHeader(_OFFSET_COMMIT, f.version, f.correlation_id, f.client_id)
-        reply_to = runtime.new_reply_to()
-        self._pending[reply_to] = (conn, header, command, t0)  # the command: its error context
-        runtime.submit(reply_to, command)
+        self._submit(conn, header, command, command, t0)  # the command: error context
         return True
+
+    def _submit(
+        self,
+        conn: Connection,
+        header: RequestHeader,
+        error_context: object,
+        command: Command,
+        t0: int,
+    ) -> None:
+        """Into the core; the answer comes back through `_respond` (or `_fail`, which answers
+        from `error_context`)."""
+        runtime = self.runtime
+        assert runtime is not None  # the callers answer without it while there is none
+        reply_to = runtime.new_reply_to()
+        self._pending[reply_to] = (conn, header, error_context, t0)
+        runtime.submit(reply_to, command)
 
     def _heartbeat(self, runtime: Runtime, command: Heartbeat) -> HeartbeatResult:
         stats = self.stats
@@ -439,9 +454,8 @@ class Server:
                 result = self._heartbeat(self.runtime, command)
                 conn.send(codec.encode_heartbeat_response(header, result.error))
                 return
-            reply_to = self.runtime.new_reply_to()
-            self._pending[reply_to] = (conn, header, adapters.error_context(header, request), t0)
-            self.runtime.submit(reply_to, command)
+            context = adapters.error_context(header, request)
+            self._submit(conn, header, context, command, t0)
             return
         elif api_key == _API_VERSIONS:
             conn.send(codec.encode_response(header, codec.api_versions_response(header, request)))

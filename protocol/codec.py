@@ -34,6 +34,7 @@ from kio.static.primitive import i32Timedelta
 
 from . import apis
 from .apis import API_VERSIONS, APIS, HEARTBEAT
+from .fastpath import decode_client_id
 from .guard import Scan, scanner_for
 from .tagged import lenient_entity_reader
 from .varint import VarintError, skip_tagged_fields
@@ -102,12 +103,6 @@ def _skip_tagged_fields(frame: bytes | memoryview, offset: int) -> int:
         raise MalformedRequest(f"request header: {exc}") from None
 
 
-# Every request repeats its client's id: one str per distinct id, shared by every header that is
-# kept (a parked request's), instead of a new one per request. Bounded: cleared when full.
-_client_ids: dict[bytes, str] = {}
-_CLIENT_IDS_MAX = 16_384
-
-
 def _parse_header_v1(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
     if len(frame) < _HEADER_V1.size:
         raise MalformedRequest("frame shorter than a request header")
@@ -121,15 +116,7 @@ def _parse_header_v1(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
         end = offset + length
         if end > len(frame):
             raise MalformedRequest("client id runs past the end of the frame")
-        raw = bytes(frame[offset:end])
-        cached = _client_ids.get(raw)
-        if cached is None:
-            # Java decodes with replacement characters rather than failing; so do we.
-            cached = raw.decode("utf-8", "replace")
-            if len(_client_ids) >= _CLIENT_IDS_MAX:
-                _client_ids.clear()
-            _client_ids[raw] = cached
-        client_id = cached
+        client_id = decode_client_id(bytes(frame[offset:end]))
         offset = end
     return RequestHeader(api_key, api_version, correlation_id, client_id), offset
 

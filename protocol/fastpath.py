@@ -130,7 +130,7 @@ def parse_offset_commit(
     offset = _SIZE_AND_HEADER.size
     end_client = offset + max(client_id_len, 0)
     try:
-        client_id = data[offset:end_client].decode("utf-8", "replace")
+        client_id = decode_client_id(data[offset:end_client])
         offset = end_client
         if version >= _OFFSET_COMMIT_FLEXIBLE:
             if data[offset] != 0:  # header tagged fields: leave them to the general path
@@ -254,6 +254,24 @@ def _compact_member(data: bytes, offset: int) -> tuple[str, int, str, str | None
     member_id, offset = _compact_string(data, offset + 4)
     instance_id, offset = _compact_nullable_string(data, offset)
     return group_id, generation_id, member_id, instance_id, offset
+
+
+# Every request repeats its client's id: one str per distinct id, shared by every header that is
+# kept (a parked request's), instead of a new one per request. Bounded: cleared when full.
+_client_ids: dict[bytes, str] = {}
+_CLIENT_IDS_MAX: Final = 16_384
+
+
+def decode_client_id(raw: bytes) -> str:
+    """A request header's client id. Java decodes with replacement characters rather than
+    failing; so do we."""
+    client_id = _client_ids.get(raw)
+    if client_id is None:
+        client_id = raw.decode("utf-8", "replace")
+        if len(_client_ids) >= _CLIENT_IDS_MAX:
+            _client_ids.clear()
+        _client_ids[raw] = client_id
+    return client_id
 
 
 class _Unsure(Exception):
