@@ -152,6 +152,33 @@ class FlakyDisk:
         os.fsync(fd)
 
 
+async def test_a_flush_writes_each_segment_once_however_many_appends_it_carries(
+    tmp_path: Path,
+) -> None:
+    """Every write(2) on the I/O thread costs a GIL round trip with the busy event loop, so the
+    appends that share a flush go out in one write per segment, not one each."""
+    writes: list[tuple[int, int]] = []
+
+    def write(fd: int, data: bytes | memoryview) -> int:
+        writes.append((fd, len(data)))
+        return os.write(fd, data)
+
+    log = await DiskLog.open(tmp_path, segment_bytes=600, auto_compact=False, write=write)
+    await log.append_durable([kv(0)])
+    writes.clear()
+    last = 0
+    for i in range(1, 61):  # no await in between: all of them wait for the same flush
+        last = log.append([kv(i)])
+    await log.wait_durable(last)
+    segments = list_segments(tmp_path)
+    assert len(segments) >= 3  # the batch rolled at least twice
+    assert len(writes) == len(segments)  # one write for each segment the batch touched
+    assert sum(n for _, n in writes) == sum(len(encode_entry(i, 0, *kv(i))) for i in range(1, 61))
+    await log.close()
+    _, entries = await reopen(tmp_path)
+    assert [e.offset for e in entries] == list(range(61))
+
+
 @pytest.mark.parametrize("fault", ["fsync_eio", "write_enospc", "short_write_then_enospc"])
 async def test_injected_fault_fails_waiters_refuses_appends_keeps_data(
     tmp_path: Path, fault: str
