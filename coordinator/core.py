@@ -351,8 +351,6 @@ class GroupCoordinator(TopicWatch):
         fx.records.append(Record(GroupMetadataKey(gid), None))
         group = self._groups.pop(gid)
         self.topic_hashes.untrack(group)
-        for pending in group.pending_members.values():
-            pending.timer_seq = 0
         fx.events.append(GroupDeleted(gid))
 
     # -- DescribeGroups, ListGroups, DeleteGroups (§11) ------------------------------------------

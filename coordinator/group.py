@@ -88,8 +88,6 @@ class Member:
         "rebalance_timeout_ms",
         "session_timeout_ms",
         "sync_reply_to",
-        "timer_at",
-        "timer_seq",
     )
 
     def __init__(
@@ -118,11 +116,9 @@ class Member:
         self.join_version = 0  # api_version of the parked JoinGroup
         self.sync_reply_to: int | None = None  # parked SyncGroup
         self.is_new = False
-        # Session timer (lazy heap, see coordinator.joins): the real deadline, and the heap entry
-        # that stands for it (seq 0 = none; timer_at = that entry's deadline).
+        # Session deadline; 0 = not armed (a member protected by a parked request). The heap
+        # entry that stands for it is the group's (coordinator.timers).
         self.deadline_ms = 0
-        self.timer_seq = 0
-        self.timer_at = 0
 
     def metadata(self, protocol_name: str | None) -> bytes:
         for p in self.protocols:
@@ -138,13 +134,11 @@ class Member:
 class PendingMember:
     """A member id handed out with MEMBER_ID_REQUIRED, not yet joined (KIP-394)."""
 
-    __slots__ = ("deadline_ms", "member_id", "timer_at", "timer_seq")
+    __slots__ = ("deadline_ms", "member_id")
 
     def __init__(self, member_id: str) -> None:
         self.member_id = member_id
         self.deadline_ms = 0
-        self.timer_seq = 0
-        self.timer_at = 0
 
 
 class ClassicGroup:
@@ -170,6 +164,8 @@ class ClassicGroup:
         "rebalance_cause",
         "rebalance_member",
         "rebalance_started_ms",
+        "session_timer_at",
+        "session_timer_seq",
         "state",
         "state_timestamp_ms",
         "static_members",
@@ -205,6 +201,9 @@ class ClassicGroup:
         self.initial_remaining_ms = 0
         self.sync_timer_seq = 0
         self.sync_timer_generation = 0
+        # One session entry for all members: due at (or before) the earliest armed deadline.
+        self.session_timer_seq = 0
+        self.session_timer_at = 0
         # For events/metrics.
         self.rebalance_cause = RebalanceCause.MEMBER_JOINED
         self.rebalance_member: str | None = None

@@ -42,7 +42,15 @@ from coordinator.messages import (
     SyncGroupResult,
 )
 from coordinator.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
-from coordinator.timers import JOIN, JOIN_INITIAL, RETENTION, SESSION, GroupTimers, TimerEntry
+from coordinator.timers import (
+    JOIN,
+    JOIN_INITIAL,
+    RETENTION,
+    SESSION,
+    GroupTimers,
+    TimerEntry,
+    earliest_session,
+)
 from coordinator.topichash import TopicHashCache
 from coordinator.topics import TopicCatalog
 
@@ -88,7 +96,7 @@ class GroupMachine(GroupTimers):
         if kind == RETENTION or group is None:
             return
         if kind == SESSION:
-            self._expire_session(group, entry[4], now_ms, fx)
+            self._expire_sessions(group, now_ms, fx)
         elif kind == JOIN:
             self._complete_join(group, now_ms, fx)
         elif kind == JOIN_INITIAL:
@@ -137,8 +145,7 @@ class GroupMachine(GroupTimers):
     def _drop_member(
         self, group: ClassicGroup, member: Member, reason: LeaveReason, fx: Effects
     ) -> None:
-        """Remove a member: cancel its timer, answer its parked requests, pick a new leader."""
-        member.timer_seq = 0
+        """Remove a member: answer its parked requests, pick a new leader."""
         if member.join_reply_to is not None:
             self._join_error(member.join_reply_to, E.unknown_member_id, "", fx)
         if member.sync_reply_to is not None:
@@ -509,7 +516,6 @@ class GroupMachine(GroupTimers):
             fx.replies.append((old.sync_reply_to, SyncGroupResult(E.fenced_instance_id)))
         member = group.replace_static(old, new_id)
         old.join_reply_to = old.sync_reply_to = None
-        old.timer_seq = 0
         fx.events.append(
             MemberLeft(
                 group.group_id,
@@ -651,8 +657,8 @@ class GroupMachine(GroupTimers):
             return _HB_UNKNOWN
         deadline = now_ms + member.session_timeout_ms
         member.deadline_ms = deadline
-        if member.timer_seq == 0 or deadline < member.timer_at:
-            self._schedule_session(group, member, member.session_timeout_ms, now_ms)
+        if group.session_timer_seq == 0 or deadline < group.session_timer_at:
+            self._arm_sessions(group, deadline)
         return _HB_REBALANCING if state is _PREPARING else _HB_NONE
 
     # -- LeaveGroup ------------------------------------------------------------------------------
@@ -691,7 +697,7 @@ class GroupMachine(GroupTimers):
                     self._drop_member(group, group.members[known], LeaveReason.LEFT, fx)
                     removed = True
             elif m.member_id in group.pending_members:
-                group.pending_members.pop(m.member_id).timer_seq = 0
+                del group.pending_members[m.member_id]
                 pending_removed = True
             else:
                 invalid = group.validate_member(m.member_id, m.group_instance_id)
@@ -709,6 +715,29 @@ class GroupMachine(GroupTimers):
 
     # -- timer expiry ----------------------------------------------------------------------------
 
+    def _expire_sessions(self, group: ClassicGroup, now_ms: int, fx: Effects) -> None:
+        """The group's session entry is due: expire each member whose deadline has passed, the
+        earliest first (ties in join order), then arm the entry for the next deadline. Each one
+        is checked again just before: an expiry before it may have moved it on (a completed join
+        restarts every session) or removed it."""
+        group.session_timer_seq = 0
+        owners: list[Member | PendingMember] = [
+            *group.members.values(),
+            *group.pending_members.values(),
+        ]
+        due = sorted(
+            (owner.deadline_ms, i, owner.member_id)
+            for i, owner in enumerate(owners)
+            if 0 < owner.deadline_ms <= now_ms
+        )
+        for _, _, member_id in due:
+            owner = group.members.get(member_id) or group.pending_members.get(member_id)
+            if owner is not None and 0 < owner.deadline_ms <= now_ms:
+                self._expire_session(group, member_id, now_ms, fx)
+        earliest = earliest_session(group)
+        if earliest and (group.session_timer_seq == 0 or earliest < group.session_timer_at):
+            self._arm_sessions(group, earliest)
+
     def _expire_session(
         self, group: ClassicGroup, member_id: str, now_ms: int, fx: Effects
     ) -> None:
@@ -720,11 +749,11 @@ class GroupMachine(GroupTimers):
                 self._complete_join(group, now_ms, fx)
             return
         member = group.members[member_id]
-        member.timer_seq = 0
         if not member.is_new and (
             member.join_reply_to is not None or member.sync_reply_to is not None
         ):
-            return  # protected while its parked request is outstanding; rescheduled on answer
+            member.deadline_ms = 0  # protected while its request is parked; re-armed on answer
+            return
         self._drop_member(group, member, LeaveReason.EXPIRED, fx)
         if group.state in (_STABLE, _COMPLETING):
             self._prepare_rebalance(group, RebalanceCause.SESSION_EXPIRED, member_id, now_ms, fx)

@@ -1,4 +1,4 @@
-"""The timer heap (reference §9): one live entry per member, lazy re-push, group timers."""
+"""The timer heap (reference §9): one session entry per group, lazy re-push, group timers."""
 
 from __future__ import annotations
 
@@ -10,12 +10,8 @@ from coordinator.timers import SESSION
 from tests.fakeclock import Harness
 
 
-def live_session_entries(h: Harness, member_id: str) -> int:
-    return sum(
-        1
-        for e in h.core._heap
-        if e[2] == SESSION and e[4] == member_id and h.core._session_owner(e) is not None
-    )
+def live_session_entries(h: Harness, group: str) -> int:
+    return sum(1 for e in h.core._heap if e[2] == SESSION and e[3] == group and h.core._may_fire(e))
 
 
 def test_fresh_core_has_no_deadline_until_first_command() -> None:
@@ -25,15 +21,64 @@ def test_fresh_core_has_no_deadline_until_first_command() -> None:
     assert h.core.next_deadline_ms() == h.now + h.config.offsets_retention_check_interval_ms
 
 
-def test_at_most_one_live_session_entry_per_member() -> None:
+def test_one_live_session_entry_per_group_however_many_members_beat() -> None:
     h = Harness()
-    ids, _, gen = h.stable_group("g", 2)
+    ids, _, gen = h.stable_group("g", 3)
+    h.stable_group("other", 2)
     for _ in range(50):
-        h.heartbeat("g", ids[0], gen)
+        for m in ids:
+            h.heartbeat("g", m, gen)
+            h.advance(300)
+    assert live_session_entries(h, "g") == 1
+    assert live_session_entries(h, "other") == 0  # silent: it expired and has nobody armed
+    assert h.core.group("g").state == "Stable"  # type: ignore[union-attr]
+
+
+def join_stable(h: Harness, sessions: dict[str, int]) -> dict[str, str]:
+    """Members (client id -> session timeout) joined into "g" and synced. -> client id -> id."""
+    rts = {c: h.join_dynamic("g", client_id=c, session=ms) for c, ms in sessions.items()}
+    while not all(rt in h.replies for rt, _ in rts.values()):
         h.advance(1_000)
-        h.heartbeat("g", ids[1], gen)
-    assert live_session_entries(h, ids[0]) == 1
-    assert live_session_entries(h, ids[1]) == 1
+    joined = {c: h.reply(rt) for c, (rt, _) in rts.items()}
+    leader = next(iter(joined.values())).leader
+    gen = next(iter(joined.values())).generation_id
+    for _, mid in rts.values():
+        h.sync("g", mid, gen, {m: b"a" for _, m in rts.values()} if mid == leader else None)
+    return {c: mid for c, (_, mid) in rts.items()}
+
+
+def member_ids(h: Harness) -> set[str]:
+    group = h.core.group("g")
+    return set() if group is None else {m.member_id for m in group.members}
+
+
+def test_members_of_one_group_expire_each_at_their_own_deadline() -> None:
+    h = Harness()
+    ids = join_stable(h, {"short": 10_000, "long": 30_000})
+    synced = h.now
+    h.advance(synced + 9_999 - h.now)
+    assert member_ids(h) == {ids["short"], ids["long"]}
+    h.advance(1)
+    assert member_ids(h) == {ids["long"]}
+    h.advance(synced + 29_999 - h.now)
+    assert member_ids(h) == {ids["long"]}
+    h.advance(1)
+    assert member_ids(h) == set()
+    assert live_session_entries(h, "g") == 0
+
+
+def test_a_deadline_before_the_groups_entry_arms_it_earlier() -> None:
+    h = Harness()
+    ids, _, gen = h.stable_group("g", 1, session=60_000)
+    first = h.call(h.join_cmd("g", client_id="late", session=6_000))
+    assert first.error.name == "member_id_required"  # a pending member, due in 6 s
+    assert h.core.next_deadline_ms() == h.now + 6_000
+    h.advance(5_999)
+    assert first.member_id in h.core._groups["g"].pending_members
+    h.advance(1)
+    assert not h.core._groups["g"].pending_members
+    assert h.core.group("g").state == "Stable"  # type: ignore[union-attr]
+    assert h.heartbeat("g", ids[0], gen).error.name == "none"
 
 
 def test_early_entry_is_pushed_again_with_real_deadline() -> None:
@@ -85,7 +130,7 @@ def test_heap_is_purged_of_entries_that_cannot_fire() -> None:
         members[f"g{g}"] = (ids, gen)
     heap = h.core._heap
     live = sum(1 for e in heap if h.core._may_fire(e))
-    assert live >= groups * 3  # a session timer a member, at least
+    assert live >= groups  # a session entry a group, at least
     assert len(heap) <= live + live // 4 + 1024 + 8 * groups  # not ~3 entries a member
     assert len(heap) < 2.5 * groups * 3
     # After purges: members that keep beating stay, the silent group's members expire on time.
