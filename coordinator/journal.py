@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+from collections.abc import Callable
 
 from coordinator.core import GroupCoordinator
 from coordinator.record_codec import BatchReplayer, encode_record
@@ -34,6 +35,9 @@ class DiskJournal:
 
     async def wait_durable(self, seq: int) -> None:
         await self.disk.wait_durable(seq)
+
+    def on_durable(self, listener: Callable[[int], None]) -> None:
+        self.disk.on_durable = listener
 
     @property
     def healthy(self) -> bool:

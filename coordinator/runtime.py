@@ -44,6 +44,11 @@ class Journal(Protocol):
         """Return once `seq` is durable; raise if the log could not make it durable."""
         ...
 
+    def on_durable(self, listener: Callable[[int], None]) -> None:
+        """Have `listener(durable_seq)` called on the loop as soon as appends become durable.
+        Optional: a journal may never call it (`wait_durable` still works)."""
+        ...
+
 
 class MemoryJournal:
     """A journal that keeps nothing: every append is 'durable' at once (tests, benchmarks)."""
@@ -63,6 +68,9 @@ class MemoryJournal:
 
     async def wait_durable(self, seq: int) -> None:
         return None
+
+    def on_durable(self, listener: Callable[[int], None]) -> None:
+        return None  # every append is durable at once: nothing is ever held
 
 
 Responder = Callable[[int, Result], None]
@@ -108,6 +116,7 @@ class Runtime:
         self._held: collections.deque[_Held] = collections.deque()
         self._releaser: asyncio.Task[None] | None = None
         self.last_write_error: BaseException | None = None  # set by a refused append
+        journal.on_durable(self._durable_advanced)
 
     def now_ms(self) -> int:
         return int(self._loop.time() * 1000)
@@ -193,14 +202,20 @@ class Runtime:
                                 failed(exc)
                     self._write_failed(lost, exc)
                     return
-                durable = journal.durable_seq()
-                while held and held[0][0] <= durable:
-                    _, replies, done, _ = held.popleft()
-                    self._release(replies)
-                    if done is not None:
-                        done()
+                self._durable_advanced(journal.durable_seq())
         finally:
             self._releaser = None
+
+    def _durable_advanced(self, durable: int) -> None:
+        """Release what is durable now. The journal calls this right when a flush completes;
+        the releaser task would see it only a pass of the loop later, and on a busy loop a pass
+        is a whole batch of requests (~3 ms of a 6 ms group-commit cycle, measured)."""
+        held = self._held
+        while held and held[0][0] <= durable:
+            _, replies, done, _ = held.popleft()
+            self._release(replies)
+            if done is not None:
+                done()
 
     def _write_failed(self, replies: list[tuple[int, Result]], exc: BaseException) -> None:
         log.error("log write failed; %d replies get a retriable error: %s", len(replies), exc)

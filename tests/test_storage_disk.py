@@ -179,6 +179,25 @@ async def test_a_flush_writes_each_segment_once_however_many_appends_it_carries(
     assert [e.offset for e in entries] == list(range(61))
 
 
+async def test_on_durable_hears_of_a_flush_before_any_waiter_wakes(tmp_path: Path) -> None:
+    """The runtime releases held replies from `on_durable`, in the pass of the loop that takes
+    the flush's completion; a waiter's task wakes a pass later."""
+    log = await DiskLog.open(tmp_path)
+    woke: list[int] = []
+    heard: list[tuple[int, list[int]]] = []
+    log.on_durable = lambda durable: heard.append((durable, list(woke)))
+
+    async def waiter(offset: int) -> None:
+        await log.wait_durable(offset)
+        woke.append(offset)
+
+    offsets = [log.append([kv(i)]) for i in range(3)]
+    await asyncio.gather(*(waiter(o) for o in offsets))
+    assert heard == [(2, [])]  # one flush for all three, heard before any waiter ran
+    assert sorted(woke) == offsets
+    await log.close()
+
+
 @pytest.mark.parametrize("fault", ["fsync_eio", "write_enospc", "short_write_then_enospc"])
 async def test_injected_fault_fails_waiters_refuses_appends_keeps_data(
     tmp_path: Path, fault: str

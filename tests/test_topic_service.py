@@ -57,6 +57,9 @@ class GatedJournal:
             self._changed.clear()
             await self._changed.wait()
 
+    def on_durable(self, listener: Any) -> None:
+        pass  # `wait_durable` only: the runtime's releaser task must work without it
+
     def release(self) -> None:
         self._durable = self._seq
         self._changed.set()
