@@ -721,6 +721,8 @@ class GroupMachine(GroupTimers):
         is checked again just before: an expiry before it may have moved it on (a completed join
         restarts every session) or removed it."""
         group.session_timer_seq = 0
+        if group.state is _DEAD:
+            return  # nobody expires in a dead group; re-arming a due entry would spin `expire`
         owners: list[Member | PendingMember] = [
             *group.members.values(),
             *group.pending_members.values(),
