@@ -655,10 +655,7 @@ class GroupMachine(GroupTimers):
             return _HB_ILLEGAL
         if state is _EMPTY:
             return _HB_UNKNOWN
-        deadline = now_ms + member.session_timeout_ms
-        member.deadline_ms = deadline
-        if group.session_timer_seq == 0 or deadline < group.session_timer_at:
-            self._arm_sessions(group, deadline)
+        self._schedule_session(group, member, member.session_timeout_ms, now_ms)
         return _HB_REBALANCING if state is _PREPARING else _HB_NONE
 
     # -- LeaveGroup ------------------------------------------------------------------------------
