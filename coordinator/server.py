@@ -28,6 +28,7 @@ from coordinator import adapters, broker
 from coordinator.core import CoordinatorConfig, GroupCoordinator, MemberIdFactory
 from coordinator.events import Event
 from coordinator.journal import DiskJournal
+from coordinator.listener import Listening, start_listener
 from coordinator.messages import (
     Command,
     CommitPartition,
@@ -62,6 +63,7 @@ _SIZE = struct.Struct(">i")  # a frame's size prefix
 
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+CLOSE_TIMEOUT_S = 5.0  # at stop, for connections to send what is queued for them
 
 
 @dataclass(slots=True)
@@ -249,7 +251,7 @@ class Server:
         self.journal = journal or MemoryJournal()
         self._recovering: asyncio.Task[None] | None = None
         self.runtime: Runtime | None = None
-        self._server: asyncio.Server | None = None
+        self._server: Listening | None = None
         self.advertised = broker.Advertised(options.advertised_host or options.host, options.port)
         # Whoever wants the core's events (metrics, logs, the history log) adds a sink here.
         self.event_sinks: list[EventSink] = []
@@ -283,8 +285,8 @@ class Server:
             loop=loop,
         )
         self.core.loading = True
-        self._server = await loop.create_server(
-            self.protocol_factory, self.options.host, self.options.port, reuse_address=True
+        self._server = await start_listener(
+            self.protocol_factory, self.options.host, self.options.port
         )
         sock = self._server.sockets[0]
         host, port = sock.getsockname()[:2]
@@ -363,7 +365,12 @@ class Server:
         for conn in list(self.connections):
             conn.close()
         if self._server is not None:
-            await self._server.wait_closed()
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), CLOSE_TIMEOUT_S)
+            except TimeoutError:  # a client that never reads cannot hold the stop forever
+                for conn in list(self.connections):
+                    conn.abort("shutting down: the client did not read its responses")
+                await self._server.wait_closed()
 
     # -- routing ---------------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 
 from coordinator import rewrite, sidecar_signal
+from coordinator.listener import Listening, start_listener
 from coordinator.rewrite import (
     API_VERSIONS,
     DESCRIBE_CLUSTER,
@@ -55,7 +56,7 @@ from coordinator.rewrite import (
     RewriteError,
     Sink,
 )
-from coordinator.server import Connection, Server
+from coordinator.server import CLOSE_TIMEOUT_S, Connection, Server
 from coordinator.topics import TopicInfo
 from coordinator.upstream import Link, Upstreams, UpstreamUnavailable
 from protocol import apis, codec
@@ -130,7 +131,7 @@ class Sidecar:
         self.topics: dict[str, TopicInfo] = {}
         self.leaders: dict[tuple[str, int], int] = {}
         self._missing: set[str] = set()  # absent from the last full refresh (see observe_metadata)
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[Listening] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._refresh_now = asyncio.Event()
         self._ranges: dict[int, Ranges] = {}  # by id(Broker)
@@ -175,6 +176,9 @@ class Sidecar:
             if isinstance(conn, SidecarConnection):
                 conn.close()
         self.upstreams.close()
+        for server in self._servers:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(server.wait_closed(), CLOSE_TIMEOUT_S)
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
@@ -281,8 +285,8 @@ class Sidecar:
         log.info("listening on %s:%d for upstream broker %d", host, bound, node_id)
 
         async def serve() -> None:
-            server = await asyncio.get_running_loop().create_server(
-                lambda: SidecarConnection(self, node_id), sock=sock
+            server = await start_listener(
+                lambda: SidecarConnection(self, node_id), None, 0, sock=sock
             )
             self._servers.append(server)
 
