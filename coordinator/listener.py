@@ -211,21 +211,40 @@ class Listener:
             events = self.epoll.poll(0, EVENTS_PER_POLL)
         except InterruptedError:
             return
-        transports = self.transports
+        get = self.transports.get
+        read = os.read
         for fd, mask in events:
-            transport = transports.get(fd)
+            transport = get(fd)
             if transport is None:
                 continue  # closed earlier in this batch
+            if mask == _IN and transport.wants & _IN:
+                # Inlined: the common event, bytes to read and nothing else (a request).
+                try:
+                    data = read(fd, READ_BYTES)
+                except OSError as exc:
+                    transport.read_failed(exc)
+                    continue
+                try:
+                    if data:
+                        transport.protocol.data_received(data)
+                    else:
+                        transport.on_eof()
+                except Exception as exc:
+                    self._callback_failed(transport, exc)
+                continue
             try:
                 if mask & _OUT or (mask & _TROUBLE and transport.wants & _OUT):
                     transport.on_writable()
                 if mask & (_IN | _TROUBLE) and transport.wants & _IN:
                     transport.on_readable()
             except Exception as exc:
-                self.loop.call_exception_handler(
-                    {"message": "protocol callback failed", "exception": exc, "protocol": transport}
-                )
-                transport.abort()
+                self._callback_failed(transport, exc)
+
+    def _callback_failed(self, transport: Transport, exc: Exception) -> None:
+        self.loop.call_exception_handler(
+            {"message": "protocol callback failed", "exception": exc, "protocol": transport}
+        )
+        transport.abort()
 
 
 class Transport:
@@ -345,18 +364,24 @@ class Transport:
     def on_readable(self) -> None:
         try:
             data = os.read(self.fd, READ_BYTES)
-        except (BlockingIOError, InterruptedError):
-            return
         except OSError as exc:
-            self._fail(exc)
+            self.read_failed(exc)
             return
         if data:
             self.protocol.data_received(data)
-        elif self.protocol.eof_received():
+        else:
+            self.on_eof()
+
+    def on_eof(self) -> None:
+        if self.protocol.eof_received():
             self._reading = False  # half-closed: the protocol still writes
             self._update()
         else:
             self.close()
+
+    def read_failed(self, exc: OSError) -> None:
+        if not isinstance(exc, (BlockingIOError, InterruptedError)):
+            self._fail(exc)
 
     def on_writable(self) -> None:
         buffer = self._buffer
