@@ -51,6 +51,7 @@ from storage.compaction import (
     segment_name,
 )
 from storage.entry import Damage, Entry, EntryReader, encode_entry
+from storage.iothread import IoThread
 from storage.log import KeyValue, LoadReport, LogUnavailableError, LogWriteError
 
 # Inactive bytes from which compaction runs in the worker process rather than on a thread.
@@ -143,7 +144,7 @@ class DiskLog:
         self._tiebreak = itertools.count()
         self._fd = -1
         self._tail_checked = False
-        self._io = ThreadPoolExecutor(1, thread_name_prefix="groupcoord-log-io")
+        self._io = IoThread("groupcoord-log-io")
         self._cleaner = ThreadPoolExecutor(1, thread_name_prefix="groupcoord-log-cleaner")
         self._cleaner_process: ProcessPoolExecutor | None = None
         self._warm_cleaner = (
@@ -324,7 +325,7 @@ class DiskLog:
             self._notify_idle()
             return
         self._flushing = True
-        self._io.submit(self._io_job, ops, sync, upto)
+        self._io.post(self._io_job, ops, sync, upto)
 
     def _io_job(self, ops: list[bytes | int], sync: bool, upto: int) -> None:
         """On the I/O thread: the flush, then one callback to the loop with its outcome."""
