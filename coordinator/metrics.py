@@ -273,9 +273,9 @@ class Metrics:
         self.groups_deleted = Counter(
             "groupcoord_groups_deleted", "Groups deleted (DeleteGroups or retention)", registry=r
         )
-        self.commits = Counter(
-            "groupcoord_offset_commits", "Offsets (partitions) committed", registry=r
-        )
+        # A plain int, collected at scrape: Counter.inc takes a lock, ~2% of the loop's time at
+        # 14k one-partition commits/s (py-spy, bench `commit`); heartbeats are counted the same way.
+        self.offsets_committed = 0
         self.deletions = Counter(
             "groupcoord_offset_deletions", "Offsets deleted by OffsetDelete", registry=r
         )
@@ -302,7 +302,7 @@ class Metrics:
             RebalanceStarted: self._rebalance_started,
             JoinPhaseCompleted: self._join_completed,
             RebalanceCompleted: self._rebalance_completed,
-            OffsetsCommitted: lambda e: self.commits.inc(e.partitions),
+            OffsetsCommitted: self._offsets_committed,
             OffsetsDeleted: lambda e: self.deletions.inc(e.partitions),
             OffsetsExpired: lambda e: self.expired.inc(e.partitions),
         }
@@ -316,6 +316,9 @@ class Metrics:
         handler = self._handlers.get(type(event))
         if handler is not None:
             handler(event)
+
+    def _offsets_committed(self, event: OffsetsCommitted) -> None:
+        self.offsets_committed += event.partitions
 
     def _group_deleted(self, event: GroupDeleted) -> None:
         self.groups_deleted.inc()
@@ -434,6 +437,11 @@ class _StateCollector:
             "groupcoord_heartbeats",
             "Heartbeat requests answered",
             value=heartbeats,
+        )
+        yield CounterMetricFamily(
+            "groupcoord_offset_commits",
+            "Offsets (partitions) committed",
+            value=self.m.offsets_committed,
         )
         yield CounterMetricFamily(
             "groupcoord_offset_fetches",
