@@ -80,9 +80,11 @@ class Connection(asyncio.Protocol):
         "_busy",
         "_closed",
         "_frames",
+        "_pumping",
         "_read_paused",
         "_server",
         "_transport",
+        "_unread",
         "client_host",
         "fetch_timer",
     )
@@ -96,6 +98,8 @@ class Connection(asyncio.Protocol):
         self._busy = False
         self._closed = False
         self._read_paused = False
+        self._pumping = False  # inside `_pump`'s loop
+        self._unread = False  # the client is not reading its responses (pause_writing)
         self.client_host = "/unknown"
         self.fetch_timer: asyncio.TimerHandle | None = None
 
@@ -112,7 +116,7 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         frames = self._frames
-        if frames is None and not self._busy:
+        if frames is None and not self._busy and not self._unread:
             # Nothing in flight and nothing buffered, so answering at once keeps responses in
             # request order. The fast paths (protocol.fastpath): one whole Heartbeat or
             # OffsetCommit.
@@ -154,6 +158,17 @@ class Connection(asyncio.Protocol):
             self.fetch_timer.cancel()
             self.fetch_timer = None
 
+    def pause_writing(self) -> None:
+        """The client has not read 64 KiB of responses: take no more of its requests until it
+        does, so pipelined requests cannot pile up responses in our memory (Kafka stops reading
+        a channel whose send is incomplete the same way)."""
+        self._unread = True
+        self._flow_control()
+
+    def resume_writing(self) -> None:
+        self._unread = False
+        self._pump()
+
     @property
     def peer(self) -> str:
         """host:port of the client, for log lines (not stored: it costs memory per connection)."""
@@ -163,17 +178,26 @@ class Connection(asyncio.Protocol):
     # -- request flow ----------------------------------------------------------------------------
 
     def _pump(self) -> None:
+        if self._pumping:
+            # Called from `send` inside the loop below (a request answered synchronously): the
+            # loop goes on. Recursing instead overflowed the stack on a few hundred pipelined
+            # requests.
+            return
         frames = self._frames
-        while frames is not None and not self._busy and not self._closed:
-            try:
-                frame = frames.next_frame()
-            except FramingError as exc:
-                self.abort(f"bad framing: {exc}")
-                return
-            if frame is None:
-                break
-            self._busy = True
-            self._server.dispatch(self, frame)
+        self._pumping = True
+        try:
+            while frames is not None and not self._busy and not self._closed and not self._unread:
+                try:
+                    frame = frames.next_frame()
+                except FramingError as exc:
+                    self.abort(f"bad framing: {exc}")
+                    return
+                if frame is None:
+                    break
+                self._busy = True
+                self._server.dispatch(self, frame)
+        finally:
+            self._pumping = False
         if frames is not None and not frames.buffered_bytes and frames is self._frames:
             self._frames = None
         self._flow_control()
@@ -183,10 +207,10 @@ class Connection(asyncio.Protocol):
             return
         buffered = 0 if self._frames is None else self._frames.buffered_bytes
         limit = self._server.read_pause_bytes
-        if not self._read_paused and buffered > limit:
+        if not self._read_paused and (buffered > limit or self._unread):
             self._read_paused = True
             self._transport.pause_reading()
-        elif self._read_paused and buffered <= limit // 2:
+        elif self._read_paused and buffered <= limit // 2 and not self._unread:
             self._read_paused = False
             self._transport.resume_reading()
 

@@ -4,7 +4,8 @@ coordinator.listener replaces uvloop's per-connection transport on the Kafka por
 target); these tests hold it to what the server and sidecar protocols rely on: bytes in order both
 ways, write buffering with pause_writing/resume_writing, pause_reading, close after the queued
 writes, abort without them, EOF and resets, a failing protocol closing only its own connection,
-and a stop that waits for connections.
+and a stop that waits for connections. Last, the Kafka connection on top of it: a client that
+pipelines requests and never reads the responses stops being read, so it cannot grow our memory.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import pytest
 
 from coordinator import listener as listener_mod
 from coordinator.listener import Listener, start_listener
+from coordinator.server import Server, ServerOptions
+from coordinator.topics import TopicCatalog
 from tests.realclients import wait_until
 
 pytestmark = pytest.mark.skipif(not hasattr(select, "epoll"), reason="the listener needs epoll")
@@ -230,3 +233,39 @@ async def test_stop_waits_for_connections_to_flush_then_releases_the_epoll_set()
     await asyncio.wait_for(waiting, 5)
     assert listener.epoll.closed
     writer.close()
+
+
+async def test_a_client_that_never_reads_stops_being_read_until_it_does() -> None:
+    server = Server(
+        ServerOptions(host="127.0.0.1", port=0), TopicCatalog(()), lambda p: f"{p}-x", None
+    )
+    await server.start()
+    try:
+        # ApiVersions v0, empty client id: 14 bytes in, ~130 out. 100,000 of them is 13 MB of
+        # responses, several times what the kernel buffers between us and a small receive buffer.
+        count = 100_000
+        requests = b"".join(struct.pack(">ihhih", 10, 18, 0, i, 0) for i in range(count))
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.options.port))
+        reader, writer = await asyncio.open_connection(sock=sock)
+        writer.write(requests)
+        sending = asyncio.ensure_future(writer.drain())
+        await wait_until(lambda: server.connections, 5, "the connection")
+        conn = next(iter(server.connections))
+        transport = conn._transport
+        await wait_until(lambda: conn._read_paused, 10, "the server to stop reading")
+        queued = transport.get_write_buffer_size()
+        assert queued < listener_mod.HIGH_WATER_BYTES + 4096, queued  # one response beyond
+        # Now read: every answer arrives, in order, and the server reads the rest.
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
+        data = await asyncio.wait_for(reader.readexactly(size + (count - 1) * (4 + size)), 30)
+        data = struct.pack(">i", size) + data
+        ids = [struct.unpack_from(">i", data, k * (4 + size) + 4)[0] for k in range(count)]
+        assert ids == list(range(count))
+        await asyncio.wait_for(sending, 10)
+        assert not conn._read_paused
+        writer.close()
+    finally:
+        await server.stop(drain_timeout_s=1)
