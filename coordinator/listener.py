@@ -97,9 +97,10 @@ async def _bind(
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
-            if port == 0 and len(socks) == 1:
-                port = sock.getsockname()[1]  # the same ephemeral port on every address
+            # Port 0: the first address picks a free port and the others bind the same one
+            # (asyncio's create_server would give each address its own, and clients one port).
+            sock.bind((address[0], port, *address[2:]))
+            port = sock.getsockname()[1]
         for sock in socks:
             sock.listen(backlog)
             sock.setblocking(False)

@@ -269,3 +269,30 @@ async def test_a_client_that_never_reads_stops_being_read_until_it_does() -> Non
         writer.close()
     finally:
         await server.stop(drain_timeout_s=1)
+
+
+async def test_port_0_on_a_name_with_two_addresses_binds_one_port_on_both() -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6")
+    try:
+        probe = socket.socket(socket.AF_INET6)
+        probe.bind(("::1", 0))
+        probe.close()
+    except OSError:
+        pytest.skip("::1 cannot be bound here")
+    fixture = Fixture()
+    fixture.listener = await start_listener(fixture.factory, "", 0)  # every interface: v4 and v6
+    try:
+        ports = {s.getsockname()[1] for s in fixture.listener.sockets}
+        families = {s.family for s in fixture.listener.sockets}
+        assert len(ports) == 1 and families == {socket.AF_INET, socket.AF_INET6}
+        (port,) = ports
+        for host in ("127.0.0.1", "::1"):
+            _, writer = await asyncio.open_connection(host, port)
+            writer.close()
+        await wait_until(lambda: len(fixture.protocols) == 2, 5, "both accepts")
+    finally:
+        fixture.listener.close()
+        for protocol in fixture.protocols:
+            protocol.transport.abort()
+        await fixture.listener.wait_closed()
