@@ -116,7 +116,7 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         frames = self._frames
-        if frames is None and not self._busy and not self._unread:
+        if frames is None and not self._busy:
             # Nothing in flight and nothing buffered, so answering at once keeps responses in
             # request order. The fast paths (protocol.fastpath): one whole Heartbeat or
             # OffsetCommit.
@@ -161,7 +161,8 @@ class Connection(asyncio.Protocol):
     def pause_writing(self) -> None:
         """The client has not read 64 KiB of responses: take no more of its requests until it
         does, so pipelined requests cannot pile up responses in our memory (Kafka stops reading
-        a channel whose send is incomplete the same way)."""
+        a channel whose send is incomplete the same way). Reading pauses here, so no bytes
+        arrive meanwhile; what is already buffered waits in `_pump`."""
         self._unread = True
         self._flow_control()
 
