@@ -106,6 +106,12 @@ def error_name(code: int) -> str:
 def result_error(result: Result) -> int:
     """The error code a request's answer reports at the top: the request's own error, or for the
     batched answers (per partition or per group) the first one that is not NONE."""
+    if type(result) is OffsetCommitResult:  # the hot one, first: it has no `error` to look up
+        for topic in result.topics:
+            for partition in topic.partitions:
+                if partition.error:
+                    return partition.error
+        return 0
     error = getattr(result, "error", None)
     if isinstance(error, int) and error:
         return error
