@@ -259,7 +259,13 @@ class DiskLog:
         if self._active_logical >= self.segment_bytes:
             self._pending.append(offset)  # roll: the next bytes go to a new segment
             self._active_logical = 0
-        chunk = b"".join(encode_entry(offset + i, ts, k, v) for i, (k, v) in enumerate(entries))
+        if len(entries) == 1:  # most appends (an offset commit): no generator, no join
+            key, value = entries[0]
+            chunk = encode_entry(offset, ts, key, value)
+        else:
+            chunk = b"".join(
+                [encode_entry(offset + i, ts, k, v) for i, (k, v) in enumerate(entries)]
+            )
         self._pending.append(chunk)
         self._active_logical += len(chunk)
         self.appends += 1

@@ -45,6 +45,8 @@ FORMAT_VERSION = 1
 HEADER = struct.Struct(">4sBBIiqqII")
 HEADER_BYTES = HEADER.size  # 38
 _HEADER_CRC_SPAN = HEADER_BYTES - 4
+_HEAD = struct.Struct(">4sBBIiqqI")  # HEADER up to the header CRC, which covers exactly these
+_U32 = struct.Struct(">I")
 MAX_ENTRY_BYTES = 64 * 1024 * 1024  # key + value; larger is treated as damage
 # The header fields loading checks (magic as an int, version, lengths, CRCs), skipping the rest:
 # fewer objects per entry than HEADER.
@@ -68,21 +70,20 @@ class Damage:
 
 
 def encode_entry(offset: int, timestamp_ms: int, key: bytes, value: bytes | None) -> bytes:
+    # On every append's path: the header without its CRC is packed alone (no slicing), and key
+    # and value are joined once, with it.
+    crc32 = zlib.crc32
     if value is None:
         value_len = -1
-        body_crc = zlib.crc32(key)
-        body = key
+        body_crc = crc32(key)
+        value = b""
     else:
         value_len = len(value)
-        body_crc = zlib.crc32(value, zlib.crc32(key))
-        body = key + value
-    if len(body) > MAX_ENTRY_BYTES:
-        raise ValueError(f"entry of {len(body)} bytes exceeds {MAX_ENTRY_BYTES}")
-    head = HEADER.pack(
-        MAGIC, FORMAT_VERSION, 0, len(key), value_len, offset, timestamp_ms, body_crc, 0
-    )
-    header_crc = zlib.crc32(head[:_HEADER_CRC_SPAN])
-    return b"".join((head[:_HEADER_CRC_SPAN], header_crc.to_bytes(4, "big"), body))
+        body_crc = crc32(value, crc32(key))
+    if len(key) + len(value) > MAX_ENTRY_BYTES:
+        raise ValueError(f"entry of {len(key) + len(value)} bytes exceeds {MAX_ENTRY_BYTES}")
+    head = _HEAD.pack(MAGIC, FORMAT_VERSION, 0, len(key), value_len, offset, timestamp_ms, body_crc)
+    return b"".join((head, _U32.pack(crc32(head)), key, value))
 
 
 def _entry_at(buf: bytes, pos: int) -> tuple[Entry, int] | None:
