@@ -345,16 +345,15 @@ def offset_commit_response_frame(
     version: int, correlation_id: int, topics: Sequence[CommitTopicErrors]
 ) -> bytes:
     flexible = version >= _OFFSET_COMMIT_FLEXIBLE
-    parts: list[bytes] = [b"\x00"] if flexible else []  # response header v1: no tagged fields
-    if version >= 3:
-        parts.append(_ZERO_THROTTLE)
+    if flexible:  # response header v1: no tagged fields; then throttle_time_ms (v3+)
+        parts = [b"\x00" + _ZERO_THROTTLE]
+    else:
+        parts = [_ZERO_THROTTLE] if version >= 3 else []
     pack = _PARTITION_ERROR.pack
     if flexible:
         parts.append(_uvarint(len(topics) + 1))
         for topic in topics:
-            name = topic.name.encode()
-            parts.append(_uvarint(len(name) + 1))
-            parts.append(name)
+            parts.append(_topic_name(topic.name, True))
             partitions = topic.partitions
             parts.append(_uvarint(len(partitions) + 1))
             for p in partitions:
@@ -365,14 +364,30 @@ def offset_commit_response_frame(
     else:
         parts.append(_I32.pack(len(topics)))
         for topic in topics:
-            name = topic.name.encode()
-            parts.append(_I16.pack(len(name)))
-            parts.append(name)
+            parts.append(_topic_name(topic.name, False))
             partitions = topic.partitions
             parts.append(_I32.pack(len(partitions)))
-            parts.extend(pack(p.partition, p.error) for p in partitions)
+            parts.extend([pack(p.partition, p.error) for p in partitions])
     body = b"".join(parts)
     return _SIZE_AND_CORRELATION.pack(len(body) + 4, correlation_id) + body
+
+
+# A committer commits to the same few topics over and over: each name's encoding (its length
+# prefix included) is made once. Bounded: cleared when full, like the client ids.
+_topic_names: tuple[dict[str, bytes], dict[str, bytes]] = ({}, {})  # [flexible]
+_TOPIC_NAMES_MAX: Final = 4096
+
+
+def _topic_name(name: str, flexible: bool) -> bytes:
+    names = _topic_names[flexible]
+    encoded = names.get(name)
+    if encoded is None:
+        raw = name.encode()
+        encoded = (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+        if len(names) >= _TOPIC_NAMES_MAX:
+            names.clear()
+        names[name] = encoded
+    return encoded
 
 
 def _uvarint(value: int) -> bytes:
