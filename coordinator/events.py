@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from protocol.frozen import fast_init
+
 
 class RebalanceCause(enum.StrEnum):
     MEMBER_JOINED = "member_joined"
@@ -94,6 +96,7 @@ class RebalanceCompleted:
     now_ms: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OffsetsCommitted:
     group_id: str

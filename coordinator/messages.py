@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from protocol.frozen import fast_init
+
 __all__ = ["ErrorCode"]
 
 # --------------------------------------------------------------------------------------------------
@@ -97,6 +99,7 @@ class SyncGroupResult:
 # Heartbeat (12)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
     group_id: str
@@ -105,6 +108,7 @@ class Heartbeat:
     group_instance_id: str | None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HeartbeatResult:
     error: ErrorCode
@@ -145,6 +149,7 @@ class LeaveGroupResult:
 # OffsetCommit (8)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CommitPartition:
     partition: int
@@ -153,12 +158,14 @@ class CommitPartition:
     metadata: str | None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CommitTopic:
     name: str
     partitions: tuple[CommitPartition, ...]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OffsetCommit:
     group_id: str
@@ -170,18 +177,21 @@ class OffsetCommit:
     api_version: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PartitionError:
     partition: int
     error: ErrorCode
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TopicErrors:
     name: str
     partitions: tuple[PartitionError, ...]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OffsetCommitResult:
     topics: tuple[TopicErrors, ...]

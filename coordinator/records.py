@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protocol.frozen import fast_init
+
 
 @dataclass(frozen=True, slots=True)
 class GroupMetadataKey:
@@ -42,6 +44,7 @@ class GroupMetadataValue:
     metadata_hash: int = 0  # KIP-1101 group metadata hash (filled in by the topic-hash work)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OffsetCommitKey:
     group_id: str
@@ -49,6 +52,7 @@ class OffsetCommitKey:
     partition: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OffsetCommitValue:
     offset: int
@@ -76,6 +80,7 @@ RecordKey = GroupMetadataKey | OffsetCommitKey | TopicKey
 RecordValue = GroupMetadataValue | OffsetCommitValue | TopicValue
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Record:
     key: RecordKey

@@ -35,6 +35,7 @@ from kio.static.primitive import i32Timedelta
 from . import apis
 from .apis import API_VERSIONS, APIS, HEARTBEAT
 from .fastpath import decode_client_id
+from .frozen import fast_init
 from .guard import Scan, scanner_for
 from .tagged import lenient_entity_reader
 from .varint import VarintError, skip_tagged_fields
@@ -60,6 +61,7 @@ _SIZE_AND_CORRELATION: Final = struct.Struct(">ii")
 _ZERO_THROTTLE: Final = i32Timedelta.parse(timedelta(0))
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RequestHeader:
     api_key: int

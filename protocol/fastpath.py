@@ -339,16 +339,16 @@ class CommitTopicErrors(Protocol):
 _SIZE_AND_CORRELATION: Final = struct.Struct(">ii")
 _PARTITION_ERROR: Final = struct.Struct(">ih")
 _ZERO_THROTTLE: Final = b"\x00\x00\x00\x00"
+_FLEXIBLE_PREFIX: Final = b"\x00" + _ZERO_THROTTLE
 
 
 def offset_commit_response_frame(
     version: int, correlation_id: int, topics: Sequence[CommitTopicErrors]
 ) -> bytes:
     flexible = version >= _OFFSET_COMMIT_FLEXIBLE
-    if flexible:  # response header v1: no tagged fields; then throttle_time_ms (v3+)
-        parts = [b"\x00" + _ZERO_THROTTLE]
-    else:
-        parts = [_ZERO_THROTTLE] if version >= 3 else []
+    # throttle_time_ms from v3; flexible versions (v8+) first have the response header's tagged
+    # fields (none)
+    parts = [_FLEXIBLE_PREFIX if flexible else _ZERO_THROTTLE] if version >= 3 else []
     pack = _PARTITION_ERROR.pack
     if flexible:
         parts.append(_uvarint(len(topics) + 1))
