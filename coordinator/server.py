@@ -127,11 +127,15 @@ class Connection(asyncio.Protocol):
                         return
                 elif data[5] == _OFFSET_COMMIT:
                     commit = fastpath.parse_offset_commit(
-                        data, self._server.options.max_frame_bytes, CommitTopic, CommitPartition
+                        data,
+                        self._server.options.max_frame_bytes,
+                        _fast_commit,
+                        CommitTopic,
+                        CommitPartition,
                     )
                     if commit is not None:
                         self._busy = True  # answered when its records are durable
-                        if self._server.fast_offset_commit(self, commit):
+                        if self._server.fast_offset_commit(self, *commit):
                             return
                         self._busy = False
             # Exactly one whole frame of an acceptable size: no buffer. Anything else (a size
@@ -247,6 +251,24 @@ class Connection(asyncio.Protocol):
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _fast_commit(  # noqa: PLR0917 -- the parser calls it with the fields in order
+    version: int,
+    correlation_id: int,
+    client_id: str,
+    group_id: str,
+    generation_id: int,
+    member_id: str,
+    group_instance_id: str | None,
+    retention_time_ms: int,
+    topics: tuple[CommitTopic, ...],
+) -> tuple[RequestHeader, OffsetCommit]:
+    """The fast path's OffsetCommit as the header and command `dispatch` would have made."""
+    command = OffsetCommit(
+        group_id, generation_id, member_id, group_instance_id, retention_time_ms, topics, version
+    )
+    return RequestHeader(_OFFSET_COMMIT, version, correlation_id, client_id), command
 
 
 class Server:
@@ -411,25 +433,14 @@ class Server:
         return True
 
     def fast_offset_commit(
-        self, conn: Connection, f: fastpath.OffsetCommitFields[CommitTopic]
+        self, conn: Connection, header: RequestHeader, command: OffsetCommit
     ) -> bool:
         """Submit an OffsetCommit parsed by the fast path, as `dispatch` would have after kio and
         the adapter; False = take the general path."""
-        runtime = self.runtime
-        if runtime is None:
+        if self.runtime is None:
             return False
         stats = self.stats
         t0 = stats.clock() if stats is not None else 0
-        command = OffsetCommit(
-            f.group_id,
-            f.generation_id,
-            f.member_id,
-            f.group_instance_id,
-            f.retention_time_ms,
-            f.topics,
-            f.version,
-        )
-        header = RequestHeader(_OFFSET_COMMIT, f.version, f.correlation_id, f.client_id)
         self._submit(conn, header, command, command, t0)  # the command: error context
         return True
 

@@ -84,6 +84,7 @@ def parse_heartbeat(data: bytes, max_frame_bytes: int) -> HeartbeatFields | None
 
 T = TypeVar("T")
 P = TypeVar("P")
+C = TypeVar("C")
 
 _OFFSET_COMMIT_MIN_VERSION: Final = 2
 _OFFSET_COMMIT_FLEXIBLE: Final = 8
@@ -107,15 +108,21 @@ class OffsetCommitFields(NamedTuple, Generic[T]):
     topics: tuple[T, ...]
 
 
+MakeCommit = Callable[[int, int, str, str, int, str, str | None, int, tuple[T, ...]], C]
+"""Takes OffsetCommitFields' fields, in its order (OffsetCommitFields itself is one)."""
+
+
 def parse_offset_commit(
     data: bytes,
     max_frame_bytes: int,
+    make_commit: MakeCommit[T, C],
     make_topic: Callable[[str, tuple[P, ...]], T],
     make_partition: Callable[[int, int, int, str | None], P],
-) -> OffsetCommitFields[T] | None:
+) -> C | None:
     """`data` is exactly one size-prefixed frame as read from the socket (size included).
-    Topics are `make_topic(name, partitions)`, partitions `make_partition(partition, offset,
-    leader_epoch or -1, metadata)`: the caller's own types, built once."""
+    The request is `make_commit(*fields)` (the fields of OffsetCommitFields), its topics
+    `make_topic(name, partitions)`, partitions `make_partition(partition, offset, leader_epoch or
+    -1, metadata)`: the caller's own types, built once."""
     if len(data) < _SIZE_AND_HEADER.size:
         return None
     size, api_key, version, correlation_id, client_id_len = _SIZE_AND_HEADER.unpack_from(data, 0)
@@ -161,7 +168,7 @@ def parse_offset_commit(
         return None
     if offset > len(data):
         return None
-    return OffsetCommitFields(
+    return make_commit(
         version,
         correlation_id,
         client_id,

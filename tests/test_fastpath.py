@@ -254,7 +254,9 @@ def offset_commit_frame(
 def fast_commit(
     data: bytes, max_frame: int = MAX
 ) -> fastpath.OffsetCommitFields[CommitTopic] | None:
-    return fastpath.parse_offset_commit(data, max_frame, CommitTopic, CommitPartition)
+    return fastpath.parse_offset_commit(
+        data, max_frame, fastpath.OffsetCommitFields, CommitTopic, CommitPartition
+    )
 
 
 @settings(max_examples=400, deadline=None)
