@@ -138,6 +138,12 @@ class Runtime:
         """Run one command through the core; its reply is delivered through `respond`."""
         self.apply(self.core.handle(reply_to, command, self.now_ms()))
 
+    def submit_many(self, commands: list[tuple[int, Command]]) -> None:
+        """`submit` for several commands at once: one pass through the core, one append of all
+        their records, their replies held together until it is durable (a reply may then wait
+        for records appended after it, never the other way round)."""
+        self.apply(self.core.handle_many(commands, self.now_ms()))
+
     def apply(self, effects: Effects) -> None:
         if self._events is not None:
             for event in effects.events:

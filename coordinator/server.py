@@ -293,6 +293,7 @@ class Server:
         self.read_pause_bytes = max(1 << 20, min(options.max_frame_bytes, 16 << 20))
         # reply_to -> (connection, header, adapters.error_context, perf_counter_ns at arrival or 0)
         self._pending: dict[int, tuple[Connection, RequestHeader, object, int]] = {}
+        self._commits: list[tuple[int, Command]] = []  # the fast path's, for _submit_commits
         self._new_member_id = new_member_id
         self.core = core or self._new_core()
         self.journal = journal or MemoryJournal()
@@ -435,14 +436,39 @@ class Server:
     def fast_offset_commit(
         self, conn: Connection, header: RequestHeader, command: OffsetCommit
     ) -> bool:
-        """Submit an OffsetCommit parsed by the fast path, as `dispatch` would have after kio and
-        the adapter; False = take the general path."""
-        if self.runtime is None:
+        """Take an OffsetCommit parsed by the fast path, as `dispatch` would have after kio and
+        the adapter; False = take the general path.
+
+        The commits read in one pass of the loop go into the core together, after the pass
+        (`_submit_commits`): one Effects, one log append, one held entry for their replies,
+        instead of one of each per commit. They would all wait for the same fsync anyway; the
+        batch only saves the loop's bookkeeping, about a tenth of a commit's cost."""
+        runtime = self.runtime
+        if runtime is None:
             return False
         stats = self.stats
         t0 = stats.clock() if stats is not None else 0
-        self._submit(conn, header, command, command, t0)  # the command: error context
+        reply_to = runtime.new_reply_to()
+        self._pending[reply_to] = (conn, header, command, t0)  # the command: error context
+        commits = self._commits
+        commits.append((reply_to, command))
+        if len(commits) == 1:
+            asyncio.get_running_loop().call_soon(self._submit_commits)
         return True
+
+    def _submit_commits(self) -> None:
+        commits, self._commits = self._commits, []
+        assert self.runtime is not None  # set before the fast path takes anything
+        try:
+            self.runtime.submit_many(commits)
+        except Exception:
+            # A bug, as when a request handled on its own raises (coordinator.listener then
+            # closes that connection): close the connections whose commits were in the batch.
+            log.exception("a batch of %d offset commits failed", len(commits))
+            for reply_to, _ in commits:
+                entry = self._pending.pop(reply_to, None)
+                if entry is not None:
+                    entry[0].abort("offset commit failed")
 
     def _submit(
         self,
