@@ -1,0 +1,106 @@
+"""The server's batch of fast-path commits (Server.fast_offset_commit -> Runtime.submit_many),
+over real sockets: many committers at once, each answered once and durable, and a batch that
+fails closes only its own connections."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.core import CoordinatorConfig
+from coordinator.journal import DiskJournal
+from coordinator.server import Server, ServerOptions
+from coordinator.topics import TopicCatalog, TopicInfo
+from storage.disk import DiskLog
+from tests.durability_util import RawConn
+
+HOST = "127.0.0.1"
+COMMITTERS = 40
+
+
+async def started(tmp_path: Path) -> Server:
+    ids = itertools.count()
+    options = ServerOptions(host=HOST, port=0, coordinator=CoordinatorConfig())
+    catalog = TopicCatalog((TopicInfo("orders", uuid.uuid4(), 4),))
+    disk = await DiskLog.open(tmp_path, policy="always")
+    server = Server(options, catalog, lambda p: f"{p}-{next(ids)}", journal=DiskJournal(disk))
+    await server.start()
+    return server
+
+
+async def test_concurrent_commits_are_batched_answered_once_and_durable(tmp_path: Path) -> None:
+    server = await started(tmp_path)
+    sizes: list[int] = []
+    handle_many = server.core.handle_many
+
+    def recording(commands: Any, now_ms: int) -> Any:
+        commands = list(commands)
+        sizes.append(len(commands))
+        return handle_many(commands, now_ms)
+
+    server.core.handle_many = recording  # type: ignore[method-assign]
+    conns = [await RawConn.open(HOST, server.options.port) for _ in range(COMMITTERS)]
+    try:
+        for rnd in range(1, 6):
+            answers = await asyncio.gather(
+                *(c.commit(f"g{k}", "orders", {k % 4: rnd}) for k, c in enumerate(conns))
+            )
+            assert answers == [{k % 4: 0} for k in range(COMMITTERS)]
+        assert sum(sizes) == 5 * COMMITTERS
+        assert max(sizes) > 1, sizes  # commits read in one pass went in together
+        journal = server.journal
+        assert isinstance(journal, DiskJournal)
+        assert journal.durable_seq() == journal.last_seq()  # every answered commit is durable
+        for k, c in enumerate(conns[:5]):
+            error, parts = await c.fetch(f"g{k}", "orders", [k % 4])
+            assert (error, parts[k % 4][0]) == (0, 5)
+    finally:
+        for c in conns:
+            c.close()
+        await server.stop()
+        assert isinstance(server.journal, DiskJournal)
+        await server.journal.disk.close()
+
+
+async def test_a_failing_batch_closes_its_connections_and_the_server_goes_on(
+    tmp_path: Path,
+) -> None:
+    server = await started(tmp_path)
+    handle_many = server.core.handle_many
+    broken = [True]
+
+    def failing(commands: Any, now_ms: int) -> Any:
+        if broken[0]:
+            raise RuntimeError("injected")
+        return handle_many(commands, now_ms)
+
+    server.core.handle_many = failing  # type: ignore[method-assign]
+    conns = [await RawConn.open(HOST, server.options.port) for _ in range(3)]
+    try:
+        results = await asyncio.gather(
+            *(c.commit("g", "orders", {0: 1}) for c in conns), return_exceptions=True
+        )
+        assert all(isinstance(r, asyncio.IncompleteReadError) for r in results), results
+        assert not server._pending  # nothing left waiting for an answer
+        broken[0] = False
+        fresh = await RawConn.open(HOST, server.options.port)
+        try:
+            assert await fresh.commit("g", "orders", {0: 2}) == {0: 0}
+        finally:
+            fresh.close()
+    finally:
+        for c in conns:
+            c.close()
+        await server.stop()
+        assert isinstance(server.journal, DiskJournal)
+        await server.journal.disk.close()
+
+
+@pytest.fixture(autouse=True)
+def _quiet_expected_errors(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("CRITICAL", logger="groupcoord.server")
