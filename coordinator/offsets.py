@@ -34,7 +34,14 @@ class OffsetStore:
         return None if partitions is None else partitions.get(partition)
 
     def put(self, group_id: str, topic: str, partition: int, value: OffsetCommitValue) -> None:
-        self._groups.setdefault(group_id, {}).setdefault(topic, {})[partition] = value
+        # Every commit: look up before creating (setdefault would build two empty dicts a call).
+        topics = self._groups.get(group_id)
+        if topics is None:
+            topics = self._groups[group_id] = {}
+        partitions = topics.get(topic)
+        if partitions is None:
+            partitions = topics[topic] = {}
+        partitions[partition] = value
 
     def table(self, group_id: str, topic: str) -> dict[int, OffsetCommitValue]:
         """The partition -> value table of (group_id, topic), created if missing: for loading,
