@@ -38,7 +38,7 @@ def fast_init(cls: type[T]) -> type[T]:
     setters: dict[str, Any] = {f"_set_{n}": cls.__dict__[n].__set__ for n in names}
     body = "".join(f"    _set_{n}(self, {n})\n" for n in names) or "    pass\n"
     source = f"def __init__(self, {', '.join(names)}):\n{body}"
-    exec(source, setters)
+    exec(source, setters)  # a fixed template over the class's own field names
     init = setters["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
