@@ -63,6 +63,7 @@ from coordinator.messages import (
     OffsetDeleteResult,
     OffsetFetchResult,
     Result,
+    TopicErrors,
 )
 from protocol import apis
 
@@ -107,23 +108,27 @@ def result_error(result: Result) -> int:
     """The error code a request's answer reports at the top: the request's own error, or for the
     batched answers (per partition or per group) the first one that is not NONE."""
     if type(result) is OffsetCommitResult:  # the hot one, first: it has no `error` to look up
-        for topic in result.topics:
-            for partition in topic.partitions:
-                if partition.error:
-                    return partition.error
-        return 0
+        return _first_partition_error(result.topics)
     error = getattr(result, "error", None)
     if isinstance(error, int) and error:
         return error
     match result:
-        case OffsetCommitResult() | OffsetDeleteResult():
-            return next((p.error for t in result.topics for p in t.partitions if p.error), 0)
+        case OffsetDeleteResult():
+            return _first_partition_error(result.topics)
         case OffsetFetchResult():
             return next((g.error for g in result.groups if g.error), 0)
         case DescribeGroupsResult():
             return next((g.error for g in result.groups if g.error), 0)
         case DeleteGroupsResult():
             return next((g.error for g in result.results if g.error), 0)
+    return 0
+
+
+def _first_partition_error(topics: tuple[TopicErrors, ...]) -> int:
+    for topic in topics:
+        for partition in topic.partitions:
+            if partition.error:
+                return partition.error
     return 0
 
 
