@@ -176,7 +176,10 @@ def rebalances(events: DataFrame) -> DataFrame:
         "leader",
         F.timestamp_millis(start_ms).alias("start"),
         "end",
-        (end_ms - start_ms).alias("duration_ms"),
+        # The wall-clock span covers restarts; the core's own (monotonic) rebalance_ms is a floor,
+        # so a wall-clock step between two history rows never makes a rebalance shorter than its
+        # join phase.
+        F.greatest(end_ms - start_ms, F.col("rebalance_ms")).alias("duration_ms"),
         "join_ms",
         (F.col("rebalance_ms") - F.col("join_ms")).alias("sync_ms"),
         F.greatest(F.coalesce(F.col("starts"), F.lit(1)) - 1, F.lit(0)).alias("restarts"),
