@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from storage import compaction
 from storage.compaction import compact_segments, list_segments
-from storage.disk import PROCESS_COMPACTION_MIN_BYTES, DiskLog
+from storage.disk import CLEANER_NICENESS, PROCESS_COMPACTION_MIN_BYTES, DiskLog
 from storage.entry import Entry
 from storage.log import MemoryLog
 
@@ -243,6 +244,9 @@ async def test_large_compaction_runs_in_a_worker_process(tmp_path: Path) -> None
     stats = await log.compact(force=True)
     assert stats is not None and stats.entries_out <= 500 + 256 * 1024 // 200
     assert log._cleaner_process is not None  # it really went to the worker process
+    # ... which runs niced below the server
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    assert log._cleaner_process.submit(os.nice, 0).result() == min(own + CLEANER_NICENESS, 19)
     assert state(list(log.replay())) == expected
     await log.close()
     reopened = await DiskLog.open(tmp_path)
