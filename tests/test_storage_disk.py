@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,39 @@ async def test_group_commit_shares_fsyncs(tmp_path: Path) -> None:
     await log.close()
     _, entries = await reopen(tmp_path)
     assert len(entries) == 500
+
+
+async def test_fsyncs_under_concurrent_appends_start_at_least_the_spacing_apart(
+    tmp_path: Path,
+) -> None:
+    starts: list[float] = []
+
+    def timed_fsync(fd: int) -> None:
+        starts.append(time.perf_counter())
+        os.fsync(fd)
+
+    spacing = 0.05
+    log = await DiskLog.open(tmp_path, fsync=timed_fsync, sync_spacing_s=spacing)
+    starts.clear()
+    for r in range(6):  # rounds of concurrent appends: each fsync carries more than one record
+        await asyncio.gather(*(log.append_durable([kv(10 * r + i)]) for i in range(10)))
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert len(gaps) == 5
+    # uvloop's timers are whole milliseconds: one can fire up to ~1 ms before the float time
+    assert all(g >= spacing - 0.003 for g in gaps), gaps
+    await log.close()
+
+
+async def test_a_lone_appender_and_close_never_wait_for_the_spacing(tmp_path: Path) -> None:
+    log = await DiskLog.open(tmp_path, sync_spacing_s=3600.0)
+    # One record per fsync: each starts at once, though the spacing is an hour.
+    for i in range(5):
+        await asyncio.wait_for(log.append_durable([kv(i)]), 10)
+    await log.append_durable([kv(5), kv(6)])  # two records: the next fsync would wait an hour...
+    log.append([kv(7)])
+    await asyncio.wait_for(log.close(), 10)  # ... but closing flushes at once
+    _, entries = await reopen(tmp_path)
+    assert [e.offset for e in entries] == list(range(8))
 
 
 async def test_segments_roll_by_size(tmp_path: Path) -> None:
