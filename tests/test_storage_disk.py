@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import itertools
 import os
 import time
 from pathlib import Path
@@ -79,7 +80,7 @@ async def test_fsyncs_under_concurrent_appends_start_at_least_the_spacing_apart(
     starts.clear()
     for r in range(6):  # rounds of concurrent appends: each fsync carries more than one record
         await asyncio.gather(*(log.append_durable([kv(10 * r + i)]) for i in range(10)))
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert len(gaps) == 5
     # uvloop's timers are whole milliseconds: one can fire up to ~1 ms before the float time
     assert all(g >= spacing - 0.003 for g in gaps), gaps
