@@ -125,6 +125,10 @@ class Phase:
     fsyncs: float
     fsync_s: float
     send_lag_ns: list[int] = field(default_factory=list)  # open loop: send - schedule
+    # What the environment did meanwhile (a p99 goal can fail on the disk or the VM alone):
+    slow_fsyncs: float = float("nan")  # the server's fsyncs over SLOW_FSYNC_S
+    stolen_pct: float = float("nan")  # of all CPU time (both cores): steal, iowait
+    iowait_pct: float = float("nan")
 
     def pct(self, p: float, data: list[int] | None = None) -> float:
         xs = self.latencies_ns if data is None else data
@@ -133,18 +137,57 @@ class Phase:
         return xs[min(len(xs) - 1, max(0, round(p / 100 * len(xs)) - 1))] / 1e6
 
 
-async def fsync_totals(port: int | None) -> tuple[float, float]:
-    """(fsyncs, seconds in fsync) so far, from the server's /metrics; NaN if unavailable."""
+SLOW_FSYNC_S = "0.05"  # a bucket bound of groupcoord_log_fsync_seconds
+
+
+@dataclass(slots=True)
+class Totals:
+    """Counters at one moment: the server's fsyncs (/metrics) and the machine's CPU time."""
+
+    fsyncs: float
+    fsync_s: float
+    slow_fsyncs: float
+    cpu: tuple[int, int, int]  # (all, iowait, steal) jiffies; zeros where /proc/stat is missing
+
+    def window(self, later: Totals) -> tuple[float, float, float, float, float]:
+        """(fsyncs, fsync seconds, slow fsyncs, steal %, iowait %) between self and later."""
+        total = later.cpu[0] - self.cpu[0]
+
+        def pct(i: int) -> float:
+            return 100 * (later.cpu[i] - self.cpu[i]) / total if total else float("nan")
+
+        return (
+            later.fsyncs - self.fsyncs,
+            later.fsync_s - self.fsync_s,
+            later.slow_fsyncs - self.slow_fsyncs,
+            pct(2),
+            pct(1),
+        )
+
+
+def cpu_jiffies() -> tuple[int, int, int]:
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0, 0
+    steal = fields[7] if len(fields) > 7 else 0
+    return sum(fields[:8]), fields[4], steal
+
+
+async def fsync_totals(port: int | None) -> Totals:
+    """The server's fsync counters so far (NaN if unavailable) and the machine's CPU times."""
+    cpu = cpu_jiffies()
+    nan = float("nan")
     if port is None:
-        return float("nan"), float("nan")
+        return Totals(nan, nan, nan, cpu)
     try:
         body = await scrape(port)
     except (OSError, RuntimeError):
-        return float("nan"), float("nan")
-    return (
-        counter(body, "groupcoord_log_fsync_seconds_count"),
-        counter(body, "groupcoord_log_fsync_seconds_sum"),
-    )
+        return Totals(nan, nan, nan, cpu)
+    count = counter(body, "groupcoord_log_fsync_seconds_count")
+    fast = counter(body, f'groupcoord_log_fsync_seconds_bucket{{le="{SLOW_FSYNC_S}"}}')
+    return Totals(count, counter(body, "groupcoord_log_fsync_seconds_sum"), count - fast, cpu)
 
 
 async def closed_loop(
@@ -169,13 +212,13 @@ async def closed_loop(
         c.conn.on_fast = on_done  # type: ignore[assignment]
         c.conn.send_fast(c.template, c, 0)  # type: ignore[arg-type]
     await asyncio.sleep(warmup_s)
-    f0, s0 = await fsync_totals(port)
+    before = await fsync_totals(port)
     await asyncio.sleep(max(0.0, (t_end - loadgen.now_ns()) / 1e9))
-    f1, s1 = await fsync_totals(port)
+    fsyncs, fsync_s, slow, stolen, iowait = before.window(await fsync_totals(port))
     running[0] = False
     await drain(committers)
     lat.sort()
-    return Phase(len(lat), errors[0], measure_s, lat, f1 - f0, s1 - s0)
+    return Phase(len(lat), errors[0], measure_s, lat, fsyncs, fsync_s, [], slow, stolen, iowait)
 
 
 async def open_loop(
@@ -207,7 +250,7 @@ async def open_loop(
     n = len(committers)
     i = 0
     # Scraped concurrently: the send loop must never wait for them.
-    first: asyncio.Task[tuple[float, float]] | None = None
+    first: asyncio.Task[Totals] | None = None
     while i < total:
         t = loadgen.now_ns()
         due = min(int((t - t0) / interval_ns) + 1, total)
@@ -218,12 +261,15 @@ async def open_loop(
         if first is None and t >= t_start:
             first = asyncio.ensure_future(fsync_totals(port))
         await asyncio.sleep(0)  # spin: a 1 ms timer tick would add scheduling error
-    f1, s1 = await fsync_totals(port)
-    f0, s0 = await first if first is not None else (f1, s1)
+    after = await fsync_totals(port)
+    before = await first if first is not None else after
+    fsyncs, fsync_s, slow, stolen, iowait = before.window(after)
     await drain(committers)
     lat.sort()
     lag.sort()
-    return Phase(received[0], errors[0], measure_s, lat, f1 - f0, s1 - s0, lag)
+    return Phase(
+        received[0], errors[0], measure_s, lat, fsyncs, fsync_s, lag, slow, stolen, iowait
+    )
 
 
 async def drain(committers: list[Committer], timeout_s: float = 30) -> None:
@@ -242,6 +288,9 @@ def _phase_metrics(prefix: str, phase: Phase, partitions: int) -> dict[str, floa
         f"{prefix}_errors": phase.errors,
         f"{prefix}_per_fsync": committed / phase.fsyncs if phase.fsyncs else float("nan"),
         f"{prefix}_fsync_ms": 1000 * phase.fsync_s / phase.fsyncs if phase.fsyncs else float("nan"),
+        f"{prefix}_slow_fsyncs": phase.slow_fsyncs,
+        f"{prefix}_steal_pct": phase.stolen_pct,
+        f"{prefix}_iowait_pct": phase.iowait_pct,
     }
 
 
@@ -295,6 +344,10 @@ def _commit_metrics(partitions: int) -> list[Metric]:
         Metric(f"{p}_half_p99", "  p99 (from schedule)", "ms", Goal("<", 20)),
         Metric(f"{p}_half_lag_p99", "  generator send lag p99", "ms"),
         Metric(f"{p}_half_per_fsync", "  partitions per fsync", "count"),
+        Metric(f"{p}_half_slow_fsyncs", f"  fsyncs over {float(SLOW_FSYNC_S) * 1000:.0f} ms",
+               "count"),
+        Metric(f"{p}_half_steal_pct", "  VM steal (both cores)", "%"),
+        Metric(f"{p}_half_iowait_pct", "  iowait (both cores)", "%"),
         Metric(f"{p}_full_errors", f"{each}: errors (max load)", "count", Goal("<", 1)),
         Metric(f"{p}_half_errors", f"{each}: errors (half load)", "count", Goal("<", 1)),
     ]  # fmt: skip
