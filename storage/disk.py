@@ -7,13 +7,14 @@ Invariants:
 - The event loop never touches the disk after `open`: `append` encodes entries into a pending
   buffer, which goes to one I/O thread as a whole: one write per segment, one fsync. One flush runs
   at a time; appends that arrive meanwhile share the next one (the group commit), which the
-  running flush's completion starts. Under policy `always`, an fsync also starts no sooner than
-  SYNC_SPACING_S after the previous one started if that one carried more than one record: with a
-  0.3 ms fsync, commits at half the maximum rate otherwise went out 7 to an fsync, and the fsyncs
-  (each a few VM exits) and their thread hand-offs took a third of the server's core (measured at
-  9-13k one-partition commits/s: I/O thread 22-32% of the core, 7-10% spaced; server CPU per commit
-  -15%). Commits wait for the next fsync either way, so this adds at most the spacing to a commit
-  under concurrent load, and nothing to a lone appender.
+  running flush's completion starts. Under policy `always`, if appends came while a flush was out
+  (concurrent writers), the next fsync starts no sooner than SYNC_SPACING_S after that one
+  started: with a 0.3 ms fsync, commits at half the maximum rate otherwise went out 7 to an
+  fsync, and the fsyncs (each a few VM exits) and their thread hand-offs took a third of the
+  server's core (measured at 9-13k one-partition commits/s: I/O thread 22-32% of the core, 7-10%
+  spaced; server CPU per commit -15%). Those appends wait for the next fsync either way, so this
+  adds at most the spacing to a commit under concurrent load, and nothing to a lone writer that
+  waits for each append to be durable, however many records it carries.
 - `wait_durable(offset)` resolves only after a flush covering `offset` completed: an fsync for
   policy `always`, the write(2) for `interval:<ms>` (it then survives a process crash, and an fsync
   follows within the interval: the window a user accepts against power loss).
@@ -63,8 +64,8 @@ from storage.log import KeyValue, LoadReport, LogUnavailableError, LogWriteError
 # Inactive bytes from which compaction runs in the worker process rather than on a thread.
 PROCESS_COMPACTION_MIN_BYTES = 1 << 20
 CLEANER_NICENESS = 10
-# Policy `always`: an fsync starts at least this long after the previous one started, once that
-# one carried more than one record (concurrent appenders; a lone appender is never delayed).
+# Policy `always`: an fsync starts at least this long after the previous one started, if appends
+# came while that one was out (concurrent writers; a lone writer is never delayed).
 SYNC_SPACING_S = 0.002
 
 WriteFn = Callable[[int, bytes | memoryview], int]
@@ -196,7 +197,7 @@ class DiskLog:
         self._kick_scheduled = False
         self._sync_spacing = sync_spacing_s
         self._last_sync_start = 0.0
-        self._last_sync_records = 0
+        self._overlapped = False  # appends came while the running (or last) flush was out
         self._idle: list[asyncio.Future[None]] = []  # `close` waiting for the last flush
         self._closed = False
         self._ticker: asyncio.Task[None] | None = None
@@ -308,6 +309,7 @@ class DiskLog:
                 [encode_entry(offset + i, ts, k, v) for i, (k, v) in enumerate(entries)]
             )
         self._pending.append(chunk)
+        self._overlapped |= self._flushing
         self._active_logical += len(chunk)
         self.appends += 1
         self.appended_records += len(entries)
@@ -368,7 +370,7 @@ class DiskLog:
         sync = self._interval_ms is None or self._sync_requested or self._closed
         if sync and not spaced and self._pending and not self._closed:
             wait = self._last_sync_start + self._sync_spacing - time.perf_counter()
-            if wait > 0 and self._last_sync_records > 1 and self._loop is not None:
+            if wait > 0 and self._overlapped and self._loop is not None:
                 self._kick_scheduled = True
                 # At least 1 ms: uvloop rounds timers to whole ms, and a 0 ms timer would only
                 # go round the loop again until the wait is over.
@@ -381,9 +383,9 @@ class DiskLog:
             self._notify_idle()
             return
         self._flushing = True
+        self._overlapped = False
         if sync:
             self._last_sync_start = time.perf_counter()
-            self._last_sync_records = upto - self._synced_upto
         self._io.post(self._io_job, ops, sync, upto)
 
     def _io_job(self, ops: list[bytes | int], sync: bool, upto: int) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import errno
 import itertools
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -66,34 +67,53 @@ async def test_group_commit_shares_fsyncs(tmp_path: Path) -> None:
     assert len(entries) == 500
 
 
-async def test_fsyncs_under_concurrent_appends_start_at_least_the_spacing_apart(
-    tmp_path: Path,
-) -> None:
+async def test_fsyncs_start_the_spacing_apart_while_appends_overlap_them(tmp_path: Path) -> None:
+    loop = asyncio.get_running_loop()
     starts: list[float] = []
+    log: DiskLog | None = None
 
-    def timed_fsync(fd: int) -> None:
+    def fsync(fd: int) -> None:
         starts.append(time.perf_counter())
         os.fsync(fd)
+        if log is not None and len(starts) < 6:  # another writer's append, while this flush is out
+            loop.call_soon_threadsafe(log.append, [kv(len(starts))])
 
     spacing = 0.05
-    log = await DiskLog.open(tmp_path, fsync=timed_fsync, sync_spacing_s=spacing)
+    log = await DiskLog.open(tmp_path, fsync=fsync, sync_spacing_s=spacing)
     starts.clear()
-    for r in range(6):  # rounds of concurrent appends: each fsync carries more than one record
-        await asyncio.gather(*(log.append_durable([kv(10 * r + i)]) for i in range(10)))
+    await log.append_durable([kv(0)])
+    deadline = loop.time() + 10
+    while log.durable_offset < 5 and loop.time() < deadline:  # the chain: 6 flushes, 6 records
+        await asyncio.sleep(0.01)
+    assert log.durable_offset == 5 and len(starts) == 6
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert len(gaps) == 5
     # uvloop's timers are whole milliseconds: one can fire up to ~1 ms before the float time
     assert all(g >= spacing - 0.003 for g in gaps), gaps
     await log.close()
 
 
-async def test_a_lone_appender_and_close_never_wait_for_the_spacing(tmp_path: Path) -> None:
-    log = await DiskLog.open(tmp_path, sync_spacing_s=3600.0)
-    # One record per fsync: each starts at once, though the spacing is an hour.
-    for i in range(5):
-        await asyncio.wait_for(log.append_durable([kv(i)]), 10)
-    await log.append_durable([kv(5), kv(6)])  # two records: the next fsync would wait an hour...
-    log.append([kv(7)])
+async def test_a_lone_writer_and_close_never_wait_for_the_spacing(tmp_path: Path) -> None:
+    fsync_started = threading.Event()
+    slow = [False]
+
+    def fsync(fd: int) -> None:
+        fsync_started.set()
+        if slow[0]:
+            time.sleep(0.2)
+        os.fsync(fd)
+
+    log = await DiskLog.open(tmp_path, fsync=fsync, sync_spacing_s=3600.0)
+    # A writer that waits for each append: its fsyncs start at once, though the spacing is an
+    # hour and each append carries two records.
+    for i in range(0, 6, 2):
+        await asyncio.wait_for(log.append_durable([kv(i), kv(i + 1)]), 10)
+    slow[0] = True
+    fsync_started.clear()
+    first = log.append([kv(6)])
+    durable = asyncio.ensure_future(log.wait_durable(first))
+    assert await asyncio.to_thread(fsync_started.wait, 10)
+    log.append([kv(7)])  # while that flush is out: the next fsync would wait an hour...
+    await asyncio.wait_for(durable, 10)
     await asyncio.wait_for(log.close(), 10)  # ... but closing flushes at once
     _, entries = await reopen(tmp_path)
     assert [e.offset for e in entries] == list(range(8))
