@@ -127,8 +127,8 @@ class Phase:
     send_lag_ns: list[int] = field(default_factory=list)  # open loop: send - schedule
     # What the environment did meanwhile (a p99 goal can fail on the disk or the VM alone):
     slow_fsyncs: float = float("nan")  # the server's fsyncs over SLOW_FSYNC_S
-    stolen_pct: float = float("nan")  # of all CPU time (both cores): steal, iowait
-    iowait_pct: float = float("nan")
+    steal_pct: float = float("nan")  # of all CPUs' time: stolen by the hypervisor
+    iowait_pct: float = float("nan")  # ... and idle waiting for the disk
 
     def pct(self, p: float, data: list[int] | None = None) -> float:
         xs = self.latencies_ns if data is None else data
@@ -214,11 +214,11 @@ async def closed_loop(
     await asyncio.sleep(warmup_s)
     before = await fsync_totals(port)
     await asyncio.sleep(max(0.0, (t_end - loadgen.now_ns()) / 1e9))
-    fsyncs, fsync_s, slow, stolen, iowait = before.window(await fsync_totals(port))
+    fsyncs, fsync_s, slow, steal, iowait = before.window(await fsync_totals(port))
     running[0] = False
     await drain(committers)
     lat.sort()
-    return Phase(len(lat), errors[0], measure_s, lat, fsyncs, fsync_s, [], slow, stolen, iowait)
+    return Phase(len(lat), errors[0], measure_s, lat, fsyncs, fsync_s, [], slow, steal, iowait)
 
 
 async def open_loop(
@@ -263,13 +263,11 @@ async def open_loop(
         await asyncio.sleep(0)  # spin: a 1 ms timer tick would add scheduling error
     after = await fsync_totals(port)
     before = await first if first is not None else after
-    fsyncs, fsync_s, slow, stolen, iowait = before.window(after)
+    fsyncs, fsync_s, slow, steal, iowait = before.window(after)
     await drain(committers)
     lat.sort()
     lag.sort()
-    return Phase(
-        received[0], errors[0], measure_s, lat, fsyncs, fsync_s, lag, slow, stolen, iowait
-    )
+    return Phase(received[0], errors[0], measure_s, lat, fsyncs, fsync_s, lag, slow, steal, iowait)
 
 
 async def drain(committers: list[Committer], timeout_s: float = 30) -> None:
@@ -289,7 +287,7 @@ def _phase_metrics(prefix: str, phase: Phase, partitions: int) -> dict[str, floa
         f"{prefix}_per_fsync": committed / phase.fsyncs if phase.fsyncs else float("nan"),
         f"{prefix}_fsync_ms": 1000 * phase.fsync_s / phase.fsyncs if phase.fsyncs else float("nan"),
         f"{prefix}_slow_fsyncs": phase.slow_fsyncs,
-        f"{prefix}_steal_pct": phase.stolen_pct,
+        f"{prefix}_steal_pct": phase.steal_pct,
         f"{prefix}_iowait_pct": phase.iowait_pct,
     }
 
@@ -346,8 +344,8 @@ def _commit_metrics(partitions: int) -> list[Metric]:
         Metric(f"{p}_half_per_fsync", "  partitions per fsync", "count"),
         Metric(f"{p}_half_slow_fsyncs", f"  fsyncs over {float(SLOW_FSYNC_S) * 1000:.0f} ms",
                "count"),
-        Metric(f"{p}_half_steal_pct", "  VM steal (both cores)", "%"),
-        Metric(f"{p}_half_iowait_pct", "  iowait (both cores)", "%"),
+        Metric(f"{p}_half_steal_pct", "  VM steal (all CPUs)", "%"),
+        Metric(f"{p}_half_iowait_pct", "  iowait (all CPUs)", "%"),
         Metric(f"{p}_full_errors", f"{each}: errors (max load)", "count", Goal("<", 1)),
         Metric(f"{p}_half_errors", f"{each}: errors (half load)", "count", Goal("<", 1)),
     ]  # fmt: skip
