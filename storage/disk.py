@@ -301,7 +301,7 @@ class DiskLog:
         if self._active_logical >= self.segment_bytes:
             self._pending.append(offset)  # roll: the next bytes go to a new segment
             self._active_logical = 0
-        if len(entries) == 1:  # most appends (an offset commit): no generator, no join
+        if len(entries) == 1:  # one entry (a lone commit, a group record): no list, no join
             key, value = entries[0]
             chunk = encode_entry(offset, ts, key, value)
         else:

@@ -44,8 +44,8 @@ MAGIC = b"GCe\x01"
 FORMAT_VERSION = 1
 HEADER = struct.Struct(">4sBBIiqqII")
 HEADER_BYTES = HEADER.size  # 38
-_HEADER_CRC_SPAN = HEADER_BYTES - 4
 _HEAD = struct.Struct(">4sBBIiqqI")  # HEADER up to the header CRC, which covers exactly these
+_HEADER_CRC_SPAN = _HEAD.size  # HEADER_BYTES - 4
 _U32 = struct.Struct(">I")
 MAX_ENTRY_BYTES = 64 * 1024 * 1024  # key + value; larger is treated as damage
 # The header fields loading checks (magic as an int, version, lengths, CRCs), skipping the rest:
