@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -258,3 +261,49 @@ async def test_large_compaction_runs_in_a_worker_process(tmp_path: Path) -> None
     reopened = await DiskLog.open(tmp_path)
     assert state(list(reopened.replay())) == expected
     await reopened.close()
+
+
+_SPAWN_PROBE = """
+import os, sys
+from storage.disk import _spawn_cleaner_process
+
+def children():
+    out = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(stat[1]) == os.getpid():
+            out[int(pid)] = int(stat[16])  # the nice value
+    return out
+
+if __name__ == "__main__":
+    before = children()
+    pool = _spawn_cleaner_process()
+    print(os.getpriority(os.PRIO_PROCESS, 0))
+    print(sorted(n for pid, n in children().items() if pid not in before))
+    pool.shutdown()
+"""
+
+
+def test_every_process_the_cleaner_starts_is_born_niced(tmp_path: Path) -> None:
+    """The worker *and* multiprocessing's resource tracker: a fresh interpreter starts both, and
+    neither may run its start-up at the server's priority (it shared the server's core)."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(_SPAWN_PROBE)
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, str(probe)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split("\n")
+    own = int(out[0])
+    started = ast.literal_eval(out[1])
+    assert len(started) == 2, started  # the worker and the resource tracker
+    assert started == [min(own + CLEANER_NICENESS, 19)] * 2
+
