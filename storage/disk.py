@@ -44,6 +44,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing.context import SpawnContext, SpawnProcess
 from pathlib import Path
@@ -671,7 +672,12 @@ class DiskLog:
             executor = self._compaction_process()
         try:
             size, stats = await loop.run_in_executor(executor, run)
-        except Exception:
+        except Exception as exc:
+            if isinstance(exc, BrokenProcessPool) and executor is self._cleaner_process:
+                # The worker died (the OOM killer, a signal): the pool is unusable for good, so
+                # the next compaction starts a fresh one instead of failing the same way forever.
+                self._cleaner_process.shutdown(wait=False)
+                self._cleaner_process = None
             # Finish or roll back the swap (whichever side of its commit point we stopped on)
             # and re-read the inactive segments, so replay and the next compaction see the disk.
             fresh = await loop.run_in_executor(self._cleaner, self._repair_inactive, end)

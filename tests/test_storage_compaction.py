@@ -6,6 +6,7 @@ import ast
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -307,3 +308,29 @@ def test_every_process_the_cleaner_starts_is_born_niced(tmp_path: Path) -> None:
     assert len(started) == 2, started  # the worker and the resource tracker
     assert started == [min(own + CLEANER_NICENESS, 19)] * 2
 
+
+async def test_a_dead_worker_is_replaced_by_the_next_compaction(tmp_path: Path) -> None:
+    """A worker killed (the OOM killer, a signal) fails that compaction, not every later one."""
+    log = await DiskLog.open(tmp_path, segment_bytes=256 * 1024, auto_compact=False)
+    value = b"x" * 200
+    expected: dict[bytes, bytes] = {}
+
+    async def fill(start: int) -> None:
+        for i in range(start, start + 8_000, 200):
+            batch = [(f"k{j % 500}".encode(), value + str(j).encode()) for j in range(i, i + 200)]
+            expected.update(batch)
+            await log.append_durable(batch)
+
+    await fill(0)
+    worker = log._compaction_process().submit(os.getpid).result()
+    os.kill(worker, signal.SIGKILL)
+    with pytest.raises(Exception, match="terminated abruptly"):
+        await log.compact(force=True)
+    assert state(list(log.replay())) == expected  # the failed swap was repaired
+    await fill(8_000)
+    stats = await log.compact(force=True)
+    assert stats is not None
+    assert log._cleaner_process is not None
+    assert log._cleaner_process.submit(os.getpid).result() != worker
+    assert state(list(log.replay())) == expected
+    await log.close()
