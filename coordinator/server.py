@@ -234,13 +234,20 @@ class Connection(asyncio.Protocol):
             self._transport.write(data)
 
     def abort(self, reason: str) -> None:
-        if self._closed:
-            return
+        """The client sent something we cannot serve: close at once, as a broker does."""
+        if not self._closed:
+            self._server.protocol_errors += 1
+            self.drop(reason)
+
+    def drop(self, reason: str) -> None:
+        """Close at once, dropping queued writes, for a reason that is not the client's protocol
+        error (a stop that the client holds up by not reading; a bug on our side). Also ends a
+        connection that `close` is still flushing: that is the stop's case."""
+        if self._transport is None or self not in self._server.connections:
+            return  # connection_lost came already
         log.warning("closing connection from %s: %s", self.peer, reason)
-        self._server.protocol_errors += 1
         self._closed = True
-        if self._transport is not None:
-            self._transport.abort()
+        self._transport.abort()
 
     def close(self) -> None:
         """Orderly close: flush what was written, then disconnect."""
@@ -417,7 +424,7 @@ class Server:
                 await asyncio.wait_for(self._server.wait_closed(), CLOSE_TIMEOUT_S)
             except TimeoutError:  # a client that never reads cannot hold the stop forever
                 for conn in list(self.connections):
-                    conn.abort("shutting down: the client did not read its responses")
+                    conn.drop("shutting down: the client did not read its responses")
                 await self._server.wait_closed()
 
     # -- routing ---------------------------------------------------------------------------------
@@ -468,7 +475,7 @@ class Server:
             for reply_to, _ in commits:
                 entry = self._pending.pop(reply_to, None)
                 if entry is not None:
-                    entry[0].abort("offset commit failed")
+                    entry[0].drop("offset commit failed")
 
     def _submit(
         self,

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from coordinator import listener as listener_mod
+from coordinator import server as server_mod
 from coordinator.listener import Listener, start_listener
 from coordinator.server import Server, ServerOptions
 from coordinator.topics import TopicCatalog
@@ -269,6 +270,36 @@ async def test_a_client_that_never_reads_stops_being_read_until_it_does() -> Non
         writer.close()
     finally:
         await server.stop(drain_timeout_s=1)
+
+
+
+async def test_a_stop_drops_a_client_that_never_reads_without_calling_it_a_protocol_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stop waits CLOSE_TIMEOUT_S for queued responses, then drops the connection. That is
+    the stop's doing, not the client's: `connections_protocol_errors` must not count it."""
+    monkeypatch.setattr(server_mod, "CLOSE_TIMEOUT_S", 0.2)
+    server = Server(
+        ServerOptions(host="127.0.0.1", port=0), TopicCatalog(()), lambda p: f"{p}-x", None
+    )
+    await server.start()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    sock.setblocking(False)
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.options.port))
+        requests = b"".join(struct.pack(">ihhih", 10, 18, 0, i, 0) for i in range(100_000))
+        _, writer = await asyncio.open_connection(sock=sock)
+        writer.write(requests)
+        await wait_until(lambda: server.connections, 5, "the connection")
+        conn = next(iter(server.connections))
+        await wait_until(lambda: conn._read_paused, 10, "the server to stop reading")
+        await asyncio.wait_for(server.stop(drain_timeout_s=0), 10)
+        assert conn.closed and not server.connections
+        assert server.protocol_errors == 0
+        writer.close()
+    finally:
+        sock.close()
 
 
 async def test_port_0_on_a_name_with_two_addresses_binds_one_port_on_both() -> None:
