@@ -40,6 +40,7 @@ import functools
 import heapq
 import itertools
 import os
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -135,9 +136,11 @@ def _spawn_cleaner_process() -> ProcessPoolExecutor:
 
     def spawn() -> None:
         try:
-            with contextlib.suppress(OSError):
-                niceness = min(os.getpriority(os.PRIO_PROCESS, 0) + CLEANER_NICENESS, 19)
-                os.setpriority(os.PRIO_PROCESS, 0, niceness)  # 0 = this thread (Linux)
+            # Only where it is per thread: elsewhere it would nice the whole server.
+            if sys.platform.startswith("linux"):
+                with contextlib.suppress(OSError):
+                    niceness = min(os.getpriority(os.PRIO_PROCESS, 0) + CLEANER_NICENESS, 19)
+                    os.setpriority(os.PRIO_PROCESS, 0, niceness)  # 0 = this thread
             pool = ProcessPoolExecutor(1, mp_context=_UnpinnedSpawnContext())
             pool.submit(int)  # starts the worker now, from this thread
             made.append(pool)
