@@ -272,7 +272,6 @@ async def test_a_client_that_never_reads_stops_being_read_until_it_does() -> Non
         await server.stop(drain_timeout_s=1)
 
 
-
 async def test_a_stop_drops_a_client_that_never_reads_without_calling_it_a_protocol_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -288,6 +288,9 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="niceness is per thread only on Linux; reads /proc"
+)
 def test_every_process_the_cleaner_starts_is_born_niced(tmp_path: Path) -> None:
     """The worker *and* multiprocessing's resource tracker: a fresh interpreter starts both, and
     neither may run its start-up at the server's priority (it shared the server's core)."""
