@@ -1,5 +1,5 @@
 """The broker-level APIs a standalone coordinator answers itself: Metadata, FindCoordinator,
-ListOffsets and Fetch.
+ListOffsets, Fetch and (to refuse it) Produce.
 
 groupcoord is the client's only bootstrap in standalone mode, so it must look like a one-broker
 cluster: Metadata lists this server as the only broker and the leader of every catalog partition,
@@ -12,6 +12,11 @@ Deliberate differences from Kafka, because there is no log behind the partitions
 - Fetch at any offset >= 0 answers NONE with no records and a high watermark equal to the fetch
   offset, so a consumer stays at its committed position instead of being reset by
   OFFSET_OUT_OF_RANGE. Lag reads as 0.
+- Produce is refused, partition by partition, with INVALID_REQUEST and a message saying why: there
+  is no log to append to. Kafka has no code for "this broker stores no records"; INVALID_REQUEST
+  is the one its clients treat as final (Java fails the send, librdkafka the delivery) instead of
+  retrying until delivery.timeout.ms. Produce is only advertised so that librdkafka fetches (see
+  protocol.apis). A partition the catalog lacks answers UNKNOWN_TOPIC_OR_PARTITION, as Kafka.
 - FindCoordinator only knows GROUP keys; TRANSACTION and SHARE keys get INVALID_REQUEST, because
   there is no transaction or share coordinator here.
 """
@@ -216,6 +221,46 @@ def list_offsets_response(
             )
         topics.append(make(topic_cls, name=topic.name, partitions=tuple(parts)))
     return make(cls, throttle_time=_ZERO, topics=tuple(topics))
+
+
+# --------------------------------------------------------------------------------------------------
+# Produce (0)
+
+PRODUCE_REFUSED = (
+    "groupcoord in standalone mode stores no records: produce to a Kafka cluster, or run "
+    "groupcoord in front of one (--upstream)"
+)
+
+
+def produce_response(version: int, request: Any, catalog: TopicCatalog) -> Any | None:
+    """The refusal of every partition of a Produce (module docstring); None for acks=0, which
+    Kafka never answers."""
+    if request.acks == 0:
+        return None
+    cls = response_class(0, version)
+    topic_cls = _nested(cls, "TopicProduceResponse")
+    partition_cls = _nested(cls, "PartitionProduceResponse")
+    topics = []
+    for topic in request.topic_data:
+        parts = []
+        for p in topic.partition_data:
+            known = catalog.has_partition(topic.name, p.index)
+            parts.append(
+                make(
+                    partition_cls,
+                    index=p.index,
+                    error_code=ErrorCode.invalid_request
+                    if known
+                    else ErrorCode.unknown_topic_or_partition,
+                    base_offset=-1,
+                    log_append_time=None,
+                    log_start_offset=-1,
+                    record_errors=(),
+                    error_message=PRODUCE_REFUSED if known else None,
+                )
+            )
+        topics.append(make(topic_cls, name=topic.name, partition_responses=tuple(parts)))
+    return make(cls, throttle_time=_ZERO, responses=tuple(topics))
 
 
 # --------------------------------------------------------------------------------------------------

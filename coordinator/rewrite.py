@@ -462,7 +462,9 @@ def api_version_ranges(upstream: Mapping[int, tuple[int, int]]) -> Ranges:
         low, high = upstream_low, upstream_high
         cap = VERSION_CAPS.get(key)
         if cap is not None:
-            spec = apis.APIS.get(key)
+            # groupcoord's floor where its codec decodes the API; Produce is forwarded with only
+            # its acks peeked, so the upstream's floor stands.
+            spec = apis.APIS.get(key) if key != PRODUCE else None
             low = max(low, spec.min_version) if spec is not None else low
             high = min(high, cap)
         if low <= high:

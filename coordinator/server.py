@@ -57,6 +57,7 @@ _METADATA = 3
 _FIND_COORDINATOR = 10
 _LIST_OFFSETS = 2
 _FETCH = 1
+_PRODUCE = apis.PRODUCE
 _HEARTBEAT = apis.HEARTBEAT
 _OFFSET_COMMIT = apis.OFFSET_COMMIT
 _SIZE = struct.Struct(">i")  # a frame's size prefix
@@ -551,6 +552,10 @@ class Server:
             conn.send(codec.encode_response(header, response))
         elif api_key == _FETCH:
             self.topic_service.fetch(conn, header, request)  # answered now or after max_wait
+        elif api_key == _PRODUCE:
+            refusal = broker.produce_response(header.api_version, request, self.catalog)
+            # acks=0 has no answer; an empty send frees the connection for its next request.
+            conn.send(b"" if refusal is None else codec.encode_response(header, refusal))
         elif api_key in TOPIC_ADMIN_APIS:
             self.topic_service.admin(conn, header, request)
         else:  # advertised in the table but not routed: a bug, not the peer's fault

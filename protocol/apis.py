@@ -40,6 +40,7 @@ __all__ = [
     "OFFSET_COMMIT",
     "OFFSET_DELETE",
     "OFFSET_FETCH",
+    "PRODUCE",
     "SYNC_GROUP",
     "ApiSpec",
     "is_flexible",
@@ -51,6 +52,7 @@ __all__ = [
     "supported_ranges",
 ]
 
+PRODUCE: Final = 0
 FETCH: Final = 1
 LIST_OFFSETS: Final = 2
 METADATA: Final = 3
@@ -85,6 +87,11 @@ class ApiSpec:
 
 # Version ranges: change them here and nowhere else. Sources: the reference §1.2 and kio 0.6.5.
 API_TABLE: Final[tuple[ApiSpec, ...]] = (
+    # Produce is answered only to refuse it (standalone stores no records; coordinator.broker).
+    # It is advertised because librdkafka enables Fetch's v2 record format (MsgVer2) only when
+    # the broker offers Produce v3+ beside Fetch v4+: without it, its consumers never fetch and
+    # spin (issue 27). v3 is Kafka 4.0's floor (KIP-896); v11 is what Java 3.9 sends.
+    ApiSpec(PRODUCE, "produce", 3, 11, 9),
     ApiSpec(FETCH, "fetch", 4, 12, 12),
     ApiSpec(LIST_OFFSETS, "list_offsets", 1, 7, 6),
     ApiSpec(METADATA, "metadata", 0, 12, 9),

@@ -182,3 +182,52 @@ def test_fetch_unknown_partition_answers_at_once(version: int) -> None:
     response, wait_ms = broker.fetch_response(version, req, CATALOG)
     assert wait_ms == 0
     assert response.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def produce_request(version: int, acks: int, partitions: tuple[tuple[str, int], ...]) -> Any:
+    mod = req_module(apis.PRODUCE, version)
+    by_topic: dict[str, list[int]] = {}
+    for name, index in partitions:
+        by_topic.setdefault(name, []).append(index)
+    topics = tuple(
+        make(
+            mod.TopicProduceData,
+            name=name,
+            partition_data=tuple(make(mod.PartitionProduceData, index=i, records=b"") for i in ps),
+        )
+        for name, ps in by_topic.items()
+    )
+    return request(
+        apis.PRODUCE,
+        version,
+        transactional_id=None,
+        acks=acks,
+        timeout=datetime.timedelta(seconds=30),
+        topic_data=topics,
+    )
+
+
+@pytest.mark.parametrize("version", versions(apis.PRODUCE))
+def test_produce_is_refused_per_partition_with_a_final_error(version: int) -> None:
+    req = produce_request(version, -1, (("orders", 0), ("orders", 2), ("orders", 3), ("gone", 0)))
+    resp = round_trip(apis.PRODUCE, version, broker.produce_response(version, req, CATALOG))
+    got = [
+        (t.name, p.index, p.error_code, p.base_offset)
+        for t in resp.responses
+        for p in t.partition_responses
+    ]
+    assert got == [
+        ("orders", 0, ErrorCode.invalid_request, -1),
+        ("orders", 2, ErrorCode.invalid_request, -1),
+        ("orders", 3, ErrorCode.unknown_topic_or_partition, -1),  # orders has 3 partitions
+        ("gone", 0, ErrorCode.unknown_topic_or_partition, -1),
+    ]
+    if version >= 8:  # error_message exists from v8 (KIP-467)
+        messages = [p.error_message for p in resp.responses[0].partition_responses]
+        assert messages == [broker.PRODUCE_REFUSED] * 2 + [None]
+
+
+@pytest.mark.parametrize("version", [3, 11])
+def test_produce_with_acks_0_has_no_answer(version: int) -> None:
+    req = produce_request(version, 0, (("orders", 0),))
+    assert broker.produce_response(version, req, CATALOG) is None

@@ -115,7 +115,7 @@ def test_advertised_ranges() -> None:
     assert ranges == {
         18: (0, 4), 3: (0, 12), 10: (0, 6), 11: (0, 9), 14: (0, 5), 12: (0, 4), 13: (0, 5),
         8: (2, 9), 9: (1, 9), 47: (0, 0), 15: (0, 5), 16: (0, 5), 42: (0, 2), 2: (1, 7),
-        1: (4, 12), 19: (2, 7), 20: (1, 6), 37: (0, 3),
+        0: (3, 11), 1: (4, 12), 19: (2, 7), 20: (1, 6), 37: (0, 3),
     }  # fmt: skip
     assert {8, 9, 11, 12, 13, 14, 15, 16, 42, 47} == apis.GROUP_APIS
 
@@ -172,7 +172,7 @@ def test_api_versions_too_new() -> None:
 
 
 @pytest.mark.parametrize(
-    ("api_key", "version"), [(11, 10), (8, 1), (9, 0), (0, 9), (999, 0), (12, -1)]
+    ("api_key", "version"), [(11, 10), (8, 1), (9, 0), (0, 2), (0, 12), (999, 0), (12, -1)]
 )
 def test_unsupported_versions_close(api_key: int, version: int) -> None:
     frame = struct.pack(">hhih", api_key, version, 3, -1)
