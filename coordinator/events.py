@@ -16,7 +16,15 @@ class RebalanceCause(enum.StrEnum):
     MEMBER_JOINED = "member_joined"
     MEMBER_LEFT = "member_left"
     SESSION_EXPIRED = "session_expired"
-    METADATA_CHANGED = "metadata_changed"  # topic-hash change (KIP-1101 applied to classic groups)
+    # A subscribed topic changed (KIP-1101 applied to classic groups), by kind of change. The
+    # coordinator starts the rebalance for all but TOPIC_DELETED, which labels the rebalance the
+    # members start themselves once they notice (coordinator.topic_watch says why).
+    PARTITIONS_ADDED = "partitions_added"
+    RACKS_CHANGED = "racks_changed"
+    TOPIC_CREATED = "topic_created"  # a subscribed topic that did not exist appeared
+    TOPIC_RECREATED = "topic_recreated"  # deleted and created again under its name (a new id)
+    TOPIC_DELETED = "topic_deleted"
+    METADATA_CHANGED = "metadata_changed"  # changed while groupcoord was down: which way is unknown
     PROTOCOL_CHANGED = "protocol_changed"  # a member rejoined with different protocols
     LEADER_REJOINED = "leader_rejoined"
     SYNC_EXPIRED = "sync_expired"  # pending-sync timeout: members never sent SyncGroup
@@ -118,13 +126,15 @@ class OffsetsDeleted:
 @dataclass(frozen=True, slots=True)
 class GroupMetadataHashChanged:
     """A Stable or CompletingRebalance group's metadata hash (KIP-1101, coordinator.topichash) no
-    longer matches the one its generation was formed with; a METADATA_CHANGED rebalance follows.
+    longer matches the one its generation was formed with; a rebalance with `cause` follows, the
+    coordinator's own except for TOPIC_DELETED (see coordinator.topic_watch).
     `topics`: the topic whose change caused it; after a restart, every subscribed topic (the log
     keeps only the group's combined hash, so which one changed while it was down is unknown)."""
 
     group_id: str
     topics: tuple[str, ...]
     now_ms: int
+    cause: RebalanceCause = RebalanceCause.METADATA_CHANGED
 
 
 Event = (
@@ -139,4 +149,16 @@ Event = (
     | OffsetsExpired
     | OffsetsDeleted
     | GroupMetadataHashChanged
+)
+
+# The causes that are a change of a subscribed topic (groupcoord_topic_hash_rebalances counts them).
+TOPIC_CAUSES = frozenset(
+    {
+        RebalanceCause.PARTITIONS_ADDED,
+        RebalanceCause.RACKS_CHANGED,
+        RebalanceCause.TOPIC_CREATED,
+        RebalanceCause.TOPIC_RECREATED,
+        RebalanceCause.TOPIC_DELETED,
+        RebalanceCause.METADATA_CHANGED,
+    }
 )

@@ -172,6 +172,7 @@ class ClassicGroup:
         "subscribed_topics",
         "sync_timer_generation",
         "sync_timer_seq",
+        "topic_deleted_ms",
     )
 
     def __init__(self, group_id: str, state_timestamp_ms: int | None) -> None:
@@ -209,6 +210,9 @@ class ClassicGroup:
         self.rebalance_member: str | None = None
         self.rebalance_started_ms = 0
         self.join_completed_ms = 0
+        # When a subscribed topic was deleted and the members have not rebalanced since (None:
+        # no such deletion): their own rejoin is then labelled TOPIC_DELETED (topic_watch).
+        self.topic_deleted_ms: int | None = None
 
     # -- state -----------------------------------------------------------------------------------
 

@@ -66,6 +66,11 @@ _PREPARING = GroupState.PREPARING_REBALANCE
 _COMPLETING = GroupState.COMPLETING_REBALANCE
 _EMPTY = GroupState.EMPTY
 _DEAD = GroupState.DEAD
+# A rebalance that a member starts by rejoining, within this long of a subscribed topic's
+# deletion, is the members' answer to it (TOPIC_DELETED). 5 minutes: metadata.max.age.ms's
+# default, by when every client has re-read its metadata by itself.
+TOPIC_DELETED_LABEL_MS = 300_000
+_REJOIN_CAUSES = frozenset({RebalanceCause.PROTOCOL_CHANGED, RebalanceCause.LEADER_REJOINED})
 
 
 class GroupMachine(GroupTimers):
@@ -196,6 +201,11 @@ class GroupMachine(GroupTimers):
             self._answer_syncs(group, E.rebalance_in_progress, now_ms, fx)
         group.sync_timer_seq = 0
         group.pending_sync.clear()
+        deleted_ms = group.topic_deleted_ms
+        if deleted_ms is not None:
+            group.topic_deleted_ms = None
+            if cause in _REJOIN_CAUSES and now_ms - deleted_ms <= TOPIC_DELETED_LABEL_MS:
+                cause = RebalanceCause.TOPIC_DELETED  # the members noticed the deletion
         group.rebalance_cause = cause
         group.rebalance_member = member_id
         group.rebalance_started_ms = now_ms

@@ -39,6 +39,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from coordinator.events import (
+    TOPIC_CAUSES,
     Event,
     GroupCreated,
     GroupDeleted,
@@ -344,7 +345,7 @@ class Metrics:
 
     def _rebalance_started(self, event: RebalanceStarted) -> None:
         self._by_cause[event.cause].inc()
-        if event.cause is RebalanceCause.METADATA_CHANGED:
+        if event.cause in TOPIC_CAUSES:
             self.topic_hash_rebalances.inc()
 
     def _join_completed(self, event: JoinPhaseCompleted) -> None:

@@ -29,7 +29,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator import broker, topic_admin
 from coordinator.effects import Effects
-from coordinator.events import Event, GroupMetadataHashChanged
+from coordinator.events import Event, GroupMetadataHashChanged, RebalanceCause
 from coordinator.refresh_signal import RefreshSignal
 from coordinator.topics import TopicInfo
 from protocol import codec
@@ -54,9 +54,13 @@ def log_hash_change(event: Event) -> None:
     """An event sink: one log line per group that a topic change sends into a rebalance."""
     if type(event) is GroupMetadataHashChanged:
         log.info(
-            "group %s: metadata hash changed (topic %s); rebalancing",
+            "group %s: metadata hash changed (topic %s: %s); %s",
             event.group_id,
             ", ".join(event.topics) or "?",
+            event.cause.value,
+            "its members rejoin as they notice"
+            if event.cause is RebalanceCause.TOPIC_DELETED
+            else "rebalancing",
         )
 
 

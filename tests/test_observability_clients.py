@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from coordinator.events import RebalanceCause
 from tests import browser
 from tests.realclients import (
     PARTITIONS,
@@ -74,9 +75,7 @@ def start_with_metrics(server: Any, *extra: str, **options: Any) -> tuple[Broker
     return broker, port
 
 
-CAUSES = ("member_joined", "member_left", "session_expired", "metadata_changed",
-          "protocol_changed", "leader_rejoined", "sync_expired", "static_member_replaced",
-          "group_max_size", "write_failed")
+CAUSES = tuple(cause.value for cause in RebalanceCause)
 
 
 def commit_simple(bootstrap: str, group: str, offsets: dict[int, int]) -> None:

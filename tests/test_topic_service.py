@@ -213,11 +213,17 @@ async def test_a_topic_change_answers_parked_fetches_until_metadata_is_read() ->
 
 def test_log_line_names_the_topic(caplog: Any) -> None:
     from coordinator.events import GroupMetadataHashChanged
+    from coordinator.events import RebalanceCause as RC
     from coordinator.topic_service import log_hash_change
 
     with caplog.at_level("INFO", logger="groupcoord.topics"):
-        log_hash_change(GroupMetadataHashChanged("g", ("orders",), 1))
-    assert caplog.messages == ["group g: metadata hash changed (topic orders); rebalancing"]
+        log_hash_change(GroupMetadataHashChanged("g", ("orders",), 1, RC.PARTITIONS_ADDED))
+        log_hash_change(GroupMetadataHashChanged("g", ("orders",), 2, RC.TOPIC_DELETED))
+    assert caplog.messages == [
+        "group g: metadata hash changed (topic orders: partitions_added); rebalancing",
+        "group g: metadata hash changed (topic orders: topic_deleted); its members rejoin as they"
+        " notice",
+    ]
 
 
 async def test_changes_before_start_are_applied_after_loading() -> None:

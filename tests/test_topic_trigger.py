@@ -12,11 +12,13 @@ import pytest
 
 from coordinator.core import CoordinatorConfig, GroupCoordinator
 from coordinator.events import (
+    TOPIC_CAUSES,
     GroupMetadataHashChanged,
     OffsetsDeleted,
     RebalanceCause,
     RebalanceStarted,
 )
+from coordinator.joins import TOPIC_DELETED_LABEL_MS
 from coordinator.messages import ErrorCode
 from coordinator.record_codec import decode_record, encode_record
 from coordinator.records import (
@@ -55,7 +57,11 @@ def rebalance(h: Harness, group: str) -> int:
 
 
 def metadata_rebalances(h: Harness) -> list[RebalanceStarted]:
-    return [e for e in h.events_of(RebalanceStarted) if e.cause is RebalanceCause.METADATA_CHANGED]
+    return [e for e in h.events_of(RebalanceStarted) if e.cause in TOPIC_CAUSES]
+
+
+def causes(h: Harness) -> list[RebalanceCause]:
+    return [e.cause for e in h.events_of(RebalanceStarted)]
 
 
 def test_partitions_added_send_a_stable_group_into_a_rebalance() -> None:
@@ -64,8 +70,9 @@ def test_partitions_added_send_a_stable_group_into_a_rebalance() -> None:
     change(h, "orders", grown(h, "orders", 8))
     assert h.core.group("g").state == "PreparingRebalance"  # type: ignore[union-attr]
     assert h.events_of(GroupMetadataHashChanged) == [
-        GroupMetadataHashChanged("g", ("orders",), h.now)
+        GroupMetadataHashChanged("g", ("orders",), h.now, RebalanceCause.PARTITIONS_ADDED)
     ]
+    assert causes(h)[-1] is RebalanceCause.PARTITIONS_ADDED
     assert len(metadata_rebalances(h)) == 1
     assert h.heartbeat("g", ids[0], generation).error is E.rebalance_in_progress
     assert h.core.topic_hashes.rebalances == 1
@@ -121,6 +128,7 @@ def test_a_rack_change_rebalances_but_the_same_racks_reordered_do_not() -> None:
     racked = TopicInfo("orders", orders.topic_id, 4, (("a", "b"),) * 4)
     change(h, "orders", racked)  # racks appeared: a real change
     assert len(metadata_rebalances(h)) == 1
+    assert causes(h)[-1] is RebalanceCause.RACKS_CHANGED
     h2 = Harness()
     h2.catalog.put(racked)
     h2.stable_group("g", 2)
@@ -152,7 +160,7 @@ def test_a_group_already_rebalancing_is_left_alone() -> None:
     assert len(h.events) == events
 
 
-def test_deleting_a_subscribed_topic_rebalances_and_drops_its_offsets() -> None:
+def test_deleting_a_subscribed_topic_drops_offsets_and_leaves_the_rebalance_to_members() -> None:
     h = Harness()
     ids, _, generation = h.stable_group("g", 2)
     h.commit(
@@ -163,7 +171,14 @@ def test_deleting_a_subscribed_topic_rebalances_and_drops_its_offsets() -> None:
     )
     h.commit("other", {("orders", 3): 9})
     change(h, "orders", None)
-    assert len(metadata_rebalances(h)) == 1
+    # No forced rebalance: a leader assigning from its stale cache would hand the deleted
+    # partitions out again (issue 27). The members rejoin once they see the topic gone.
+    assert not metadata_rebalances(h)
+    assert h.core.group("g").state == "Stable"  # type: ignore[union-attr]
+    assert h.heartbeat("g", ids[0], generation).error is E.none
+    assert h.events_of(GroupMetadataHashChanged) == [
+        GroupMetadataHashChanged("g", ("orders",), h.now, RebalanceCause.TOPIC_DELETED)
+    ]
     assert "orders" not in h.catalog
     tombstones = {
         r.key for r in h.records if r.value is None and isinstance(r.key, OffsetCommitKey)
@@ -186,6 +201,72 @@ def test_creating_a_subscribed_topic_that_did_not_exist_rebalances() -> None:
     h.stable_group("g", 2, protocols=protocols)
     change(h, "later", TopicInfo("later", uuid.UUID(int=99), 2))
     assert len(metadata_rebalances(h)) == 1
+    assert causes(h)[-1] is RebalanceCause.TOPIC_CREATED
+
+
+def test_a_deletion_is_recorded_in_the_stable_groups_hash_so_a_restart_does_not_rebalance() -> None:
+    h = Harness()
+    protocols = (("range", subscription("orders", "payments")),)
+    h.stable_group("g", 2, protocols=protocols)
+    before = h.core._groups["g"].metadata_hash
+    change(h, "payments", None)
+    group = h.core._groups["g"]
+    expected = h.core.topic_hashes.group_hash(frozenset({"orders"}))  # the topic that is left
+    assert group.metadata_hash == expected != before
+    value = h.records[-1].value
+    assert isinstance(value, GroupMetadataValue) and value.metadata_hash == expected
+    # A restart compares the stored hash with the current one: nothing to do.
+    assert not h.core.topics_loaded(h.now).events
+
+
+def test_the_members_rejoin_after_a_deletion_is_labelled_topic_deleted_once() -> None:
+    h = Harness()
+    ids, leader, generation = h.stable_group("g", 2)
+    change(h, "orders", None)
+    h.advance(1_000)
+    rts = [h.join("g", m) for m in ids]  # they saw the topic gone in their metadata: rejoin
+    assert causes(h)[-1] is RebalanceCause.TOPIC_DELETED
+    generation2 = h.reply(rts[0]).generation_id
+    assert generation2 == generation + 1
+    leader = h.reply(rts[0]).leader
+    for m in ids:
+        h.sync("g", m, generation2, dict.fromkeys(ids, b"a") if m == leader else None)
+    h.join("g", leader)  # a later rejoin is the members' own business again
+    assert causes(h)[-1] is RebalanceCause.LEADER_REJOINED
+    assert causes(h).count(RebalanceCause.TOPIC_DELETED) == 1
+
+
+def test_a_rejoin_long_after_a_deletion_keeps_its_own_cause() -> None:
+    h = Harness()
+    ids, leader, generation = h.stable_group("g", 2)
+    change(h, "orders", None)
+    for _ in range(TOPIC_DELETED_LABEL_MS // 5_000 + 1):  # heartbeats keep the sessions alive
+        h.advance(5_000)
+        for m in ids:
+            assert h.heartbeat("g", m, generation).error is E.none
+    h.join("g", leader)
+    assert causes(h)[-1] is RebalanceCause.LEADER_REJOINED
+
+
+def test_a_topic_recreated_under_its_name_rebalances_once_as_recreated() -> None:
+    h = Harness()
+    ids, _, generation = h.stable_group("g", 2)
+    old = h.catalog.get("orders")
+    assert old is not None
+    change(h, "orders", None)
+    change(h, "orders", TopicInfo("orders", uuid.UUID(int=4242), old.partitions))
+    assert causes(h)[-1:] == [RebalanceCause.TOPIC_RECREATED]
+    assert len(metadata_rebalances(h)) == 1
+    assert h.heartbeat("g", ids[0], generation).error is E.rebalance_in_progress
+
+
+def test_a_new_id_under_a_known_name_is_a_recreation() -> None:
+    h = Harness()
+    h.stable_group("g", 2)
+    old = h.catalog.get("orders")
+    assert old is not None
+    change(h, "orders", TopicInfo("orders", uuid.UUID(int=4243), old.partitions))
+    assert causes(h)[-1:] == [RebalanceCause.TOPIC_RECREATED]
 
 
 def test_only_consumer_groups_have_a_hash() -> None:
