@@ -476,6 +476,17 @@ class _StateCollector:
             "Connections closed for a protocol error (bad framing, unsupported API, bad body)",
             value=server.protocol_errors,
         )
+        signal = server.topic_service.signal
+        family = CounterMetricFamily(
+            "groupcoord_topic_signal_answers",
+            "Fetch/ListOffsets topics answered for the client by the topic-change signal: "
+            "stale_metadata (NOT_LEADER_OR_FOLLOWER until it re-reads the topic) or topic_gone "
+            "(UNKNOWN_TOPIC_OR_PARTITION for a deleted topic)",
+            labels=["why"],
+        )
+        for why, n in sorted(signal.answered.items()):
+            family.add_metric([why], n)
+        yield family
 
     def _groups(self) -> Iterator[Metric]:
         counts: dict[tuple[str, str], int] = {}

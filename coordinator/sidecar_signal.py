@@ -14,6 +14,11 @@ request (KIP-227: it may leave partitions out) whose session may hold a stale to
 FETCH_SESSION_ID_NOT_FOUND instead, so the client's next Fetch is a full one, which then gets the
 signal.
 
+A topic the sidecar saw deleted upstream is answered the same way for every client, for a while
+(coordinator.refresh_signal's "gone" topics): its partitions get UNKNOWN_TOPIC_OR_PARTITION, as
+from Kafka, whatever the upstream would answer (straight against tansu, a librdkafka consumer
+crashed on what came back), and the client re-reads its metadata, which no longer lists it.
+
 Only while the signal is armed are Metadata, Fetch and ListOffsets requests decoded; otherwise
 this costs one truth test per request. The sidecar offers Fetch and ListOffsets only at versions
 groupcoord's codec decodes (protocol.apis), so every such request can be read here.
@@ -59,13 +64,15 @@ def local_answer(server: Server, conn: Any, frame: bytes) -> bytes | None:
         header, request = codec.decode_request(frame[4:])
     except codec.CodecError:
         return None
-    stale = server.topic_service.stale(cast("Connection", conn), header)
+    service = server.topic_service
+    stale = service.stale(cast("Connection", conn), header)
     if header.api_key == _FETCH:
         if _incremental(request):
             known: frozenset[str] | None = conn.session_topics
             if not stale or (known is not None and not known & stale):
                 return None
             conn.session_topics = None
+            service.answered(conn, header, stale, stale if known is None else known)
             response: Any = broker.make(
                 apis.response_class(_FETCH, header.api_version),
                 throttle_time=timedelta(0),
@@ -75,11 +82,13 @@ def local_answer(server: Server, conn: Any, frame: bytes) -> bytes | None:
             )
             return codec.encode_response(header, response)
         conn.session_topics = frozenset(t.topic for t in request.topics)
-        if not conn.session_topics & stale:
+        if not service.answered(conn, header, stale, conn.session_topics):
             return None
         response, _ = broker.fetch_response(header.api_version, request, server.catalog, stale)
         return codec.encode_response(header, response)
-    if header.api_key == _LIST_OFFSETS and any(t.name in stale for t in request.topics):
+    if header.api_key == _LIST_OFFSETS and service.answered(
+        conn, header, stale, (t.name for t in request.topics)
+    ):
         response = broker.list_offsets_response(header.api_version, request, server.catalog, stale)
         return codec.encode_response(header, response)
     return None

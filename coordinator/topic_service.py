@@ -14,6 +14,11 @@ Invariants:
   answered at once, in the same loop step and so before any Heartbeat can answer
   REBALANCE_IN_PROGRESS: clients see "your metadata is stale" before "rebalance", and request the
   metadata update that their leader's assignment will then use (see coordinator.refresh_signal).
+  A deletion answers them at once too (UNKNOWN_TOPIC_OR_PARTITION, as Kafka completes a delayed
+  fetch whose partition went away): that is how the members learn of it and rejoin. A topic's
+  first appearance arms nothing.
+- Every request the signal answers for the client (rather than as the data would) is counted by
+  why (`signal.answered`, exported as groupcoord_topic_signal_answers_total) and logged at DEBUG.
 - Declared `--topic`s are remembered so a reload from the log (disk recovery) starts from them.
 """
 
@@ -22,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -30,9 +35,10 @@ from kio.schema.errors import ErrorCode
 from coordinator import broker, topic_admin
 from coordinator.effects import Effects
 from coordinator.events import Event, GroupMetadataHashChanged, RebalanceCause
-from coordinator.refresh_signal import RefreshSignal
+from coordinator.refresh_signal import GONE, RefreshSignal
+from coordinator.topic_watch import change_cause
 from coordinator.topics import TopicInfo
-from protocol import codec
+from protocol import apis, codec
 from protocol.codec import RequestHeader
 
 if TYPE_CHECKING:
@@ -92,14 +98,26 @@ class TopicService:
             self._early[name] = info
             return
         now = self._now_ms()
+        before = server.catalog.get(name)
         fx = server.core.topic_changed(name, info, now)
         if not fx.records:
             return  # nothing changed
-        self._announce(name, now)
+        self._announce(name, before, info, now)
         server.runtime.apply(fx)
 
-    def _announce(self, name: str, now_ms: int) -> None:
-        self.signal.topic_changed(name, now_ms)
+    def _announce(
+        self, name: str, before: TopicInfo | None, info: TopicInfo | None, now_ms: int
+    ) -> None:
+        """Tell the clients what they need to know of `name` going from `before` to `info`."""
+        signal = self.signal
+        cause = change_cause(before, info, signal.gone(name))
+        if cause is RebalanceCause.TOPIC_CREATED:
+            signal.topic_created(name)
+            return  # nobody can fetch a topic it has not seen: nothing is parked on it
+        if cause is RebalanceCause.TOPIC_DELETED:
+            signal.topic_deleted(name, now_ms)
+        else:
+            signal.topic_changed(name, now_ms)
         self._flush_parked_fetches(name, now_ms)
 
     def admin(self, conn: Connection, header: RequestHeader, request: Any) -> None:
@@ -115,14 +133,15 @@ class TopicService:
             return
         now = self._now_ms()
         fx = Effects()
-        changed: list[str] = []
+        changed: list[tuple[str, TopicInfo | None, TopicInfo | None]] = []
         for name, info in outcome.changes:
+            before = server.catalog.get(name)
             one = server.core.topic_changed(name, info, now)
             if one.records:
-                changed.append(name)
+                changed.append((name, before, info))
             _merge(fx, one)
-        for name in changed:
-            self._announce(name, now)
+        for name, before, info in changed:
+            self._announce(name, before, info, now)
 
         def done() -> None:
             conn.send(codec.encode_response(header, outcome.build()))
@@ -142,9 +161,10 @@ class TopicService:
         _merge(fx, core.declare_topics(self.declared, now_ms))
         early, self._early = self._early, {}
         for name, info in early.items():
+            before = core.topics.get(name)
             one = core.topic_changed(name, info, now_ms)
             if one.records:
-                self._announce(name, now_ms)
+                self._announce(name, before, info, now_ms)
             _merge(fx, one)
         return fx
 
@@ -168,15 +188,39 @@ class TopicService:
         )
 
     def stale(self, conn: Connection, header: RequestHeader) -> frozenset[str]:
-        """Topics whose partitions this client's Fetch/ListOffsets should see as moved."""
+        """Topics whose partitions this client's Fetch/ListOffsets should see as moved or gone."""
         if not self.signal:
             return frozenset()
         return self.signal.stale_topics(
             id(conn), (conn.client_host, header.client_id), self._now_ms()
         )
 
+    def answered(
+        self, conn: Any, header: RequestHeader, stale: frozenset[str], topics: Iterable[str]
+    ) -> bool:
+        """Whether the signal answers this request's `topics` (some are in `stale`); if so,
+        count it and say so at DEBUG, naming the client, the topics and why."""
+        hit = stale.intersection(topics)
+        if not hit:
+            return False
+        signal = self.signal
+        for name in sorted(hit):
+            why = signal.why(name)
+            signal.answered[why] += 1
+            log.debug(
+                "answered %s for client %s at %s: topic %s, %s",
+                "Fetch" if header.api_key == apis.FETCH else "ListOffsets",
+                header.client_id,
+                conn.client_host,
+                name,
+                "deleted" if why == GONE else "its metadata not re-read since the topic changed",
+            )
+        return True
+
     def list_offsets(self, conn: Connection, header: RequestHeader, request: Any) -> Any:
         stale = self.stale(conn, header)
+        if stale:
+            self.answered(conn, header, stale, (t.name for t in request.topics))
         catalog = self._server.catalog
         return broker.list_offsets_response(header.api_version, request, catalog, stale)
 
@@ -184,6 +228,8 @@ class TopicService:
         """Answer a Fetch: at once (an error, or min_bytes <= 0) or after its max_wait, parked
         meanwhile so that a topic change can answer it at once."""
         stale = self.stale(conn, header)
+        if stale:
+            self.answered(conn, header, stale, (t.topic for t in request.topics))
         response, wait_ms = broker.fetch_response(
             header.api_version, request, self._server.catalog, stale
         )
@@ -216,5 +262,6 @@ class TopicService:
             timer.cancel()
             conn.fetch_timer = None
             stale = self.signal.stale_topics(id(conn), (conn.client_host, header.client_id), now_ms)
+            self.answered(conn, header, stale, (t.topic for t in request.topics))
             response, _ = broker.fetch_response(header.api_version, request, catalog, stale)
             conn.send(codec.encode_response(header, response))

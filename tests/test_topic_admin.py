@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator import broker, topic_admin
 from coordinator.broker import make
-from coordinator.refresh_signal import RefreshSignal
+from coordinator.refresh_signal import MAX_GONE, RefreshSignal
 from coordinator.topics import TopicCatalog, TopicInfo, topic_name_error
 from protocol import apis
 from protocol.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
@@ -278,6 +278,31 @@ def test_refresh_signal_until_the_client_reads_metadata() -> None:
     signal.topic_changed("orders", 2_000)
     assert signal.stale_topics(1, ("/h", "c"), 2_001) == {"orders"}
     assert signal.stale_topics(1, ("/h", "c"), 12_000) == frozenset() and not signal
+
+
+def test_a_deleted_topic_is_gone_for_every_client_until_it_comes_back_or_ages_out() -> None:
+    signal = RefreshSignal(window_ms=10_000, gone_ms=60_000)
+    signal.topic_deleted("orders", 1_000)
+    assert signal and signal.gone("orders") and signal.why("orders") == "topic_gone"
+    signal.metadata_read(1, ("/h", "c"), None, 1_001)  # reading metadata does not un-delete it
+    assert signal.stale_topics(1, ("/h", "c"), 1_002) == {"orders"}
+    assert signal.stale_topics(2, ("/h", "other"), 60_999) == {"orders"}
+    assert signal.stale_topics(2, ("/h", "other"), 61_000) == frozenset() and not signal
+    signal.topic_deleted("orders", 70_000)
+    signal.topic_created("orders")  # it came back: nothing to signal for a first appearance
+    assert not signal and not signal.gone("orders")
+    signal.topic_deleted("orders", 80_000)
+    signal.topic_changed("orders", 80_001)  # re-created: stale for whoever has not re-read it
+    assert signal.why("orders") == "stale_metadata"
+    assert signal.stale_topics(1, ("/h", "c"), 80_002) == {"orders"}
+
+
+def test_gone_topics_are_bounded() -> None:
+    signal = RefreshSignal()
+    for i in range(MAX_GONE + 5):
+        signal.topic_deleted(f"t{i}", i)
+    assert not signal.gone("t4") and signal.gone("t5") and signal.gone(f"t{MAX_GONE + 4}")
+    assert len(signal.stale_topics(1, ("/h", "c"), MAX_GONE + 5)) == MAX_GONE
 
 
 def test_fetch_and_list_offsets_answer_not_leader_for_stale_topics() -> None:

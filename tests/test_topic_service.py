@@ -211,6 +211,68 @@ async def test_a_topic_change_answers_parked_fetches_until_metadata_is_read() ->
         await server.stop()
 
 
+async def parked_until(server: Server, conns: int) -> None:
+    """Until `conns` Fetches are parked (their answers wait for max_wait)."""
+    await wait_until(lambda: sum(c.fetch_timer is not None for c in server.connections) >= conns,
+                     5, f"{conns} parked fetches")
+
+
+async def test_a_deletion_answers_parked_fetches_unknown_topic_at_once(caplog: Any) -> None:
+    server = await started(None, (declared_topic("orders", 4), declared_topic("other", 1)))
+    conn = await RawConn.open("127.0.0.1", server.options.port)
+    bystander = await RawConn.open("127.0.0.1", server.options.port)
+    try:
+        parked = asyncio.ensure_future(conn.request(apis.FETCH, 4, fetch_body("orders", [0, 1])))
+        other = asyncio.ensure_future(bystander.request(apis.FETCH, 4, fetch_body("other", [0])))
+        await parked_until(server, 2)
+        with caplog.at_level("DEBUG", logger="groupcoord.topics"):
+            server.topic_changed("orders", None)
+            # Kafka completes a delayed fetch whose partition went away: the client learns of the
+            # deletion now, re-reads metadata and rejoins its group (issue 27).
+            errors = fetch_errors(await asyncio.wait_for(parked, 1))
+        assert errors == [E.unknown_topic_or_partition] * 2
+        assert not other.done()  # another topic's fetch keeps waiting
+        assert server.topic_service.signal.answered == {"stale_metadata": 0, "topic_gone": 1}
+        assert [m for m in caplog.messages if m.startswith("answered")] == [
+            "answered Fetch for client durability at /127.0.0.1: topic orders, deleted"
+        ]
+        other.cancel()
+    finally:
+        conn.close()
+        bystander.close()
+        await server.stop()
+
+
+async def test_a_topics_first_appearance_arms_no_signal() -> None:
+    server = await started(None, (declared_topic("orders", 4),))
+    conn = await RawConn.open("127.0.0.1", server.options.port)
+    try:
+        server.topic_changed("fresh", declared_topic("fresh", 2))
+        assert not server.topic_service.signal
+        # A client that read the new topic fetches it at once: no NOT_LEADER_OR_FOLLOWER.
+        fetch = asyncio.ensure_future(conn.request(apis.FETCH, 4, fetch_body("fresh", [0, 1])))
+        await parked_until(server, 1)  # parked like any fetch with no data: no error
+        assert server.topic_service.signal.answered == {"stale_metadata": 0, "topic_gone": 0}
+        fetch.cancel()
+    finally:
+        conn.close()
+        await server.stop()
+
+
+async def test_a_topic_recreated_under_its_name_is_signalled() -> None:
+    server = await started(None, (declared_topic("orders", 4),))
+    conn = await RawConn.open("127.0.0.1", server.options.port)
+    try:
+        server.topic_changed("orders", None)
+        server.topic_changed("orders", TopicInfo("orders", uuid.UUID(int=5), 4))
+        data = await conn.request(apis.FETCH, 4, fetch_body("orders", [0]))
+        assert fetch_errors(data) == [E.not_leader_or_follower]  # its old metadata is stale
+        assert server.topic_service.signal.answered["stale_metadata"] == 1
+    finally:
+        conn.close()
+        await server.stop()
+
+
 def test_log_line_names_the_topic(caplog: Any) -> None:
     from coordinator.events import GroupMetadataHashChanged
     from coordinator.events import RebalanceCause as RC
