@@ -207,3 +207,36 @@ def test_all_synced_cancels_pending_sync_timer(h: Harness) -> None:
             assert h.heartbeat("g", m, gen).error is E.none
         h.advance(9_000)
     assert h.core.group("g").state == "Stable"  # type: ignore[union-attr]
+
+
+def test_follower_whose_session_passed_while_its_sync_was_parked_expires_after_the_answer(
+    h: Harness,
+) -> None:
+    """A parked SyncGroup protects its member past its session deadline; answering it must restart
+    the session (Kafka's propagateAssignment -> completeAndScheduleNextHeartbeatExpiration), so a
+    follower that then goes silent expires one session later and the group rebalances. Without
+    the restart the ghost would keep its partitions for good."""
+    a, b, gen = completing(h)
+    session_ms = 10_000
+    rt_b = h.sync("g", b, gen)  # parked until the leader's assignment
+    for _ in range(3):  # the leader stays alive; b's own deadline passes while it is parked
+        h.advance(4_000)
+        assert h.heartbeat("g", a, gen).error is E.none
+    assert h.reply(rt_b) is None
+    assert b in {m.member_id for m in h.core.group("g").members}  # type: ignore[union-attr]
+    h.sync("g", a, gen, {a: b"A", b: b"B"})
+    assert h.reply(rt_b).assignment == b"B"
+    answered = h.now
+    # b is silent from here on; a keeps heartbeating well inside its own session.
+    while h.now + 2_000 < answered + session_ms:
+        h.advance(2_000)
+        assert h.heartbeat("g", a, gen).error is E.none
+    h.advance(answered + session_ms - 1 - h.now)
+    assert h.core.group("g").state == "Stable"  # type: ignore[union-attr]
+    assert b in {m.member_id for m in h.core.group("g").members}  # type: ignore[union-attr]
+    h.advance(1)  # exactly one session after the answer
+    snap = h.core.group("g")
+    assert snap is not None and [m.member_id for m in snap.members] == [a]
+    started = h.events_of(RebalanceStarted)[-1]
+    assert (started.cause, started.member_id) == ("session_expired", b)
+    assert h.heartbeat("g", a, gen).error is E.rebalance_in_progress
