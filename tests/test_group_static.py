@@ -129,3 +129,31 @@ def test_static_member_with_known_id_rejoin_in_stable_is_immediate(h: Harness) -
     _leader, follower, gen = static_stable(h)
     r = h.call(h.join_cmd("g", follower, instance="i2"))
     assert r.error is E.none and r.member_id == follower and r.generation_id == gen
+
+
+def test_static_leader_that_heartbeats_but_does_not_rejoin_loses_the_leadership(
+    h: Harness,
+) -> None:
+    """The static leader keeps beating (so it stays a member) but never rejoins; the follower
+    rejoins. When the join phase ends at the rebalance timeout, a member that did rejoin must
+    become leader and get the member list, or nobody could assign (Kafka's onCompleteJoin:
+    `if (!group.maybeElectNewJoinedLeader() && !group.allMembers.isEmpty)`)."""
+    leader, follower, gen = static_stable(h)
+    changed = (("range", subscription("orders", "audit")),)
+    rt_f = h.join("g", follower, instance="i2", protocols=changed)  # metadata changed: rebalance
+    assert h.reply(rt_f) is None
+    for _ in range(10):  # 30 s of the leader beating without rejoining
+        h.advance(3_000)
+        if h.reply(rt_f) is not None:
+            break
+        assert h.heartbeat("g", leader, gen, "i1").error is E.rebalance_in_progress
+    r = h.reply(rt_f)
+    assert r is not None and r.error is E.none, r
+    assert r.generation_id == gen + 1
+    assert r.leader == follower
+    assert {m.member_id for m in r.members} == {leader, follower}
+    assert h.core.group("g").leader_id == follower  # type: ignore[union-attr]
+    # The new leader can assign: its SyncGroup completes the generation.
+    done = h.reply(h.sync("g", follower, gen + 1, {follower: b"F", leader: b"L"}, instance="i2"))
+    assert done.error is E.none and done.assignment == b"F"
+    assert h.core.group("g").state == "Stable"  # type: ignore[union-attr]
