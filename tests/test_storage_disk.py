@@ -149,12 +149,22 @@ async def test_torn_tail_at_every_byte_offset_is_truncated(tmp_path: Path) -> No
         assert [e.offset for e in entries] == list(range(whole)), cut
         assert log.load_report.truncated_tail_bytes == cut - sum(sizes[:whole])
         assert log.load_report.damages == []
-        # the log continues after the kept entries, and a second reopen sees no tail
+        # the tail is cut off the file itself, not only skipped by the reader
+        assert (d / segment_name(0)).stat().st_size == sum(sizes[:whole]), cut
+        await log.close()
+        # a second start-up, with nothing written in between, is clean and sees the same state
+        log, again = await reopen(d)
+        assert (log.load_report.truncated_tail_bytes, log.load_report.damages) == (0, []), cut
+        assert [(e.offset, e.key, e.value) for e in again] == [
+            (e.offset, e.key, e.value) for e in entries
+        ], cut
+        # the log continues after the kept entries, and a third reopen sees no tail or damage
         assert await log.append_durable([kv(99)]) == whole
         await log.close()
         log, entries = await reopen(d)
-        assert len(entries) == whole + 1
-        assert log.load_report.truncated_tail_bytes == 0
+        assert [e.offset for e in entries] == list(range(whole + 1)), cut
+        assert state(entries) == state(again) | {b"k99": b"v99"}, cut
+        assert (log.load_report.truncated_tail_bytes, log.load_report.damages) == (0, []), cut
         await log.close()
 
 
