@@ -35,7 +35,11 @@ def test_same_fields_equality_hash_and_repr_as_the_dataclass(
     stock, fast = Stock(a, b, c), Fast(a, b, c)
     assert dataclasses.astuple(fast) == dataclasses.astuple(stock)
     assert Fast(a=a, b=b, c=c) == fast  # keywords too
-    assert hash(fast) == hash(Fast(a, b, c))
+    # The stock dataclass is the independent side: same fields, so the same hash (frozen
+    # dataclasses hash their field tuple, whatever the class), and values that differ differ.
+    assert hash(fast) == hash(stock)
+    assert hash(Fast(a, b, c)) == hash(fast)
+    assert Fast(a + 1, b, c) != fast and Stock(a + 1, b, c) != stock
     assert repr(fast) == repr(stock).replace("Stock", "Fast")
 
 

@@ -116,8 +116,15 @@ def test_retention_check_repeats_every_interval() -> None:
 def test_expire_fires_timers_due_at_exactly_now() -> None:
     h = Harness()
     rt, _ = h.join_dynamic("g")
-    h.advance(3_000)
-    assert h.reply(rt) is not None
+    due = h.now + h.config.initial_rebalance_delay_ms
+    assert h.core.next_deadline_ms() == due  # the initial delay is the earliest timer
+    h.absorb(h.core.expire(due - 1))  # a millisecond early: nothing fires
+    assert h.reply(rt) is None
+    assert h.core.group("g").state == "PreparingRebalance"  # type: ignore[union-attr]
+    assert h.core.next_deadline_ms() == due
+    h.absorb(h.core.expire(due))  # exactly at the deadline: it fires
+    joined = h.reply(rt)
+    assert joined is not None and joined.error.name == "none", joined
 
 
 def test_heap_is_purged_of_entries_that_cannot_fire() -> None:
