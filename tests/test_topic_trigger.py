@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 
+import mmh3
 import pytest
 
 from coordinator.core import CoordinatorConfig, GroupCoordinator
@@ -28,6 +29,7 @@ from coordinator.records import (
     Record,
     TopicKey,
 )
+from coordinator.topichash import group_hash_bytes, topic_hash_bytes
 from coordinator.topics import TopicCatalog, TopicInfo
 from tests.fakeclock import EPOCH, Harness, catalog, subscription
 
@@ -42,6 +44,17 @@ def grown(h: Harness, name: str, partitions: int) -> TopicInfo:
 
 def change(h: Harness, name: str, info: TopicInfo | None) -> None:
     h.absorb(h.core.topic_changed(name, info, h.now))
+
+
+def uncached_group_hash(*topics: TopicInfo) -> int:
+    """The group hash computed from the given TopicInfos alone: the byte layouts (pinned by
+    tests/test_topichash.py) hashed with mmh3 directly, never through the coordinator's cache or
+    catalog, so a stale or wrongly keyed cache entry cannot agree with it by construction."""
+
+    def murmur3(data: bytes) -> int:
+        return int(mmh3.hash64(data, 0, signed=True)[0])
+
+    return murmur3(group_hash_bytes({t.name: murmur3(topic_hash_bytes(t)) for t in topics}))
 
 
 def rebalance(h: Harness, group: str) -> int:
@@ -84,14 +97,17 @@ def test_the_next_generation_is_formed_with_the_new_hash() -> None:
     h = Harness()
     ids, leader, generation = h.stable_group("g", 2)
     old_hash = h.core._groups["g"].metadata_hash
-    change(h, "orders", grown(h, "orders", 8))
+    orders = h.catalog.get("orders")
+    assert orders is not None and old_hash == uncached_group_hash(orders)
+    orders8 = grown(h, "orders", 8)
+    change(h, "orders", orders8)
     rts = [h.join("g", m) for m in ids]
     assert all(h.reply(rt).error is E.none for rt in rts)
     generation2 = h.reply(rts[0]).generation_id
     assert generation2 == generation + 1
     group = h.core._groups["g"]
     assert group.metadata_hash not in (0, old_hash)
-    assert group.metadata_hash == h.core.topic_hashes.group_hash(frozenset({"orders"}))
+    assert group.metadata_hash == uncached_group_hash(orders8)
     leader = h.reply(rts[0]).leader
     for m in ids:
         h.sync("g", m, generation2, dict.fromkeys(ids, b"a") if m == leader else None)
@@ -211,7 +227,9 @@ def test_a_deletion_is_recorded_in_the_stable_groups_hash_so_a_restart_does_not_
     before = h.core._groups["g"].metadata_hash
     change(h, "payments", None)
     group = h.core._groups["g"]
-    expected = h.core.topic_hashes.group_hash(frozenset({"orders"}))  # the topic that is left
+    orders = h.catalog.get("orders")
+    assert orders is not None
+    expected = uncached_group_hash(orders)  # the topic that is left
     assert group.metadata_hash == expected != before
     value = h.records[-1].value
     assert isinstance(value, GroupMetadataValue) and value.metadata_hash == expected
