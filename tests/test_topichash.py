@@ -1,12 +1,15 @@
-"""KIP-1101 topic and group hashes (coordinator.topichash): the reference §13.5 vectors with XXH3,
-Murmur3 stability, the properties seed 002 asks for, and the cache's behaviour."""
+"""KIP-1101 topic and group hashes (coordinator.topichash): pinned byte layouts and hash values,
+each value with an independent source (xxHash's own sanity vectors for XXH3, Guava's known values
+for Murmur3, both recomputed here), the properties seed 002 asks for, and the cache's behaviour."""
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 import uuid
 
+import xxhash
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,7 +34,50 @@ XXH3 = HASH_FUNCTIONS["xxh3"]
 MURMUR3 = HASH_FUNCTIONS["murmur3"]
 
 
-# -- reference §13.5 ------------------------------------------------------------------------------
+# -- XXH3 vectors ---------------------------------------------------------------------------------
+#
+# The byte layouts are pinned in hex. The XXH3-64 values are what the `xxhash` package (the
+# Python binding of Yann Collet's reference C implementation) gives for those bytes, and the
+# package itself is first checked against xxHash's published sanity vectors, so a pinned value
+# does not rest on our own output. Source of the vectors: Cyan4973/xxHash,
+# cli/xsum_sanity_check.c (`XSUM_XXH3_testdata`, seed 0 rows; buffer from XSUM_fillTestBuffer).
+
+_PRIME32 = 2654435761
+_PRIME64 = 11400714785074694797
+XXHASH_SANITY_XXH3_SEED0 = {  # length -> XXH3_64bits(XSUM_fillTestBuffer(length), seed 0)
+    0: 0x2D06800538D394C2,
+    1: 0xC44BDFF4074EECDB,  # 1-3 bytes
+    6: 0x27B56A84CD2D7325,  # 4-8
+    12: 0xA713DAF0DFBB77E7,  # 9-16: the group hash of two topics is 16 bytes
+    24: 0xA3FE70BF9D3510EB,  # 17-32
+    48: 0x397DA259ECBA1F11,  # 33-64: vector B (43 bytes)
+    80: 0xBCDEFBBB2C47C90A,  # 65-96; vector A (111 bytes) takes the same 17-128 path
+    195: 0xCD94217EE362EC3A,  # 129-240
+    403: 0xCDEB804D65C6DEA4,  # long input, one block
+}
+
+
+def xsum_fill_test_buffer(length: int) -> bytes:
+    """XSUM_fillTestBuffer: byte i is the top byte of PRIME32 * PRIME64**i (mod 2**64)."""
+    out = bytearray()
+    gen = _PRIME32
+    for _ in range(length):
+        out.append(gen >> 56)
+        gen = (gen * _PRIME64) & 0xFFFFFFFFFFFFFFFF
+    return bytes(out)
+
+
+def xxh3_signed(data: bytes) -> int:
+    """XXH3-64, seed 0, from the xxhash package, read as a Java long."""
+    value = xxhash.xxh3_64_intdigest(data)
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def test_the_xxhash_package_reproduces_xxhashs_published_sanity_vectors() -> None:
+    for length, expected in XXHASH_SANITY_XXH3_SEED0.items():
+        data = xsum_fill_test_buffer(length)
+        assert xxhash.xxh3_64_intdigest(data) == expected, length
+        assert XXH3(data) == xxh3_signed(data), length  # ours is that function, signed
 
 
 def test_vector_a_bytes_and_xxh3_hash() -> None:
@@ -41,6 +87,7 @@ def test_vector_a_bytes_and_xxh3_hash() -> None:
         "01000000 05000000 7200610063006b003100 05000000 05000000 7200610063006b003200 05000000"
     )
     assert topic_hash_bytes(FOO) == expected
+    assert xxh3_signed(expected) == 4231092367357902416  # the independent side
     assert topic_hash(FOO, XXH3) == 4231092367357902416
 
 
@@ -50,14 +97,18 @@ def test_vector_b_bytes_and_xxh3_hash() -> None:
         "00000000 01000000 02000000"
     )
     assert topic_hash_bytes(BAR) == expected
+    assert xxh3_signed(expected) == -8760998871982857699
     assert topic_hash(BAR, XXH3) == -8760998871982857699
 
 
 def test_group_vector_and_empty_inputs() -> None:
     hashes = {"foo": topic_hash(FOO, XXH3), "bar": topic_hash(BAR, XXH3)}
+    # Topic hashes as little-endian int64 in name order: bar, then foo.
+    layout = struct.pack("<qq", -8760998871982857699, 4231092367357902416)
+    assert xxh3_signed(layout) == -4966312685899458413
     assert group_hash(hashes, XXH3) == -4966312685899458413
     assert group_hash({}, XXH3) == 0
-    assert XXH3(b"") == 0x2D06800538D394C2
+    assert XXH3(b"") == XXHASH_SANITY_XXH3_SEED0[0]
 
 
 def test_uuid_text_form_matches_the_reference() -> None:
@@ -70,13 +121,77 @@ def test_uuid_text_form_matches_the_reference() -> None:
 # -- Murmur3: stable across runs and processes ----------------------------------------------------
 
 
-def test_murmur3_is_guava_first_64_bits() -> None:
-    import struct
+_M64 = (1 << 64) - 1
 
+
+def _rotl64(x: int, r: int) -> int:
+    return ((x << r) | (x >> (64 - r))) & _M64
+
+
+def _fmix64(k: int) -> int:
+    k ^= k >> 33
+    k = (k * 0xFF51AFD7ED558CCD) & _M64
+    k ^= k >> 33
+    k = (k * 0xC4CEB9FE1A85EC53) & _M64
+    return k ^ (k >> 33)
+
+
+def murmur3_x64_128(data: bytes, seed: int = 0) -> tuple[int, int]:
+    """MurmurHash3_x64_128 written out from Austin Appleby's reference (SMHasher,
+    MurmurHash3.cpp), in plain Python: (h1, h2) as unsigned 64-bit words. Guava's
+    `HashCode.asLong()` is h1 read as a signed long."""
+    c1, c2 = 0x87C37B91114253D5, 0x4CF5AD432745937F
+    h1 = h2 = seed
+    nblocks = len(data) // 16
+    for i in range(nblocks):
+        k1, k2 = struct.unpack_from("<QQ", data, 16 * i)
+        h1 ^= (_rotl64((k1 * c1) & _M64, 31) * c2) & _M64
+        h1 = (((_rotl64(h1, 27) + h2) & _M64) * 5 + 0x52DCE729) & _M64
+        h2 ^= (_rotl64((k2 * c2) & _M64, 33) * c1) & _M64
+        h2 = (((_rotl64(h2, 31) + h1) & _M64) * 5 + 0x38495AB5) & _M64
+    tail = data[16 * nblocks :]
+    if len(tail) > 8:
+        h2 ^= (_rotl64((int.from_bytes(tail[8:], "little") * c2) & _M64, 33) * c1) & _M64
+    if tail:
+        h1 ^= (_rotl64((int.from_bytes(tail[:8], "little") * c1) & _M64, 31) * c2) & _M64
+    h1 ^= len(data)
+    h2 ^= len(data)
+    h1 = (h1 + h2) & _M64
+    h2 = (h2 + h1) & _M64
+    h1, h2 = _fmix64(h1), _fmix64(h2)
+    h1 = (h1 + h2) & _M64
+    h2 = (h2 + h1) & _M64
+    return h1, h2
+
+
+# Guava's published known values (google/guava, guava-tests/test/com/google/common/hash/
+# Murmur3Hash128Test.java, testKnownValues): (seed, h1, h2, ASCII input).
+GUAVA_MURMUR3_128_KNOWN = [
+    (0, 0x629942693E10F867, 0x92DB0B82BAEB5347, "hell"),
+    (1, 0xA78DDFF5ADAE8D10, 0x128900EF20900135, "hello"),
+    (2, 0x8A486B23F422E826, 0xF962A2C58947765F, "hello "),
+    (3, 0x2EA59F466F6BED8C, 0xC610990ACC428A17, "hello w"),
+    (4, 0x79F6305A386C572C, 0x46305AED3483B94E, "hello wo"),
+    (5, 0xC2219D213EC1F1B5, 0xA1D8E2E0A52785BD, "hello wor"),
+    (0, 0xE34BBC7BBC071B6C, 0x7A433CA9C49A9347, "The quick brown fox jumps over the lazy dog"),
+    (0, 0x658CA970FF85269A, 0x43FEE3EAA68E5C3E, "The quick brown fox jumps over the lazy cog"),
+]
+
+
+def test_the_pure_python_murmur3_reproduces_guavas_known_values() -> None:
+    for seed, h1, h2, text in GUAVA_MURMUR3_128_KNOWN:
+        assert murmur3_x64_128(text.encode("ascii"), seed) == (h1, h2), text
+        if seed == 0:  # ours is seed 0 only
+            assert MURMUR3(text.encode("ascii")) == struct.unpack("<q", struct.pack("<Q", h1))[0]
+
+
+def test_murmur3_is_guava_first_64_bits() -> None:
     import mmh3
 
     data = topic_hash_bytes(FOO)
     assert MURMUR3(data) == struct.unpack("<q", mmh3.hash_bytes(data)[:8])[0]
+    h1, _ = murmur3_x64_128(data)
+    assert MURMUR3(data) == struct.unpack("<q", struct.pack("<Q", h1))[0]
 
 
 def test_murmur3_values_are_stable_across_processes() -> None:
@@ -91,8 +206,12 @@ def test_murmur3_values_are_stable_across_processes() -> None:
     ).stdout
     assert int(out) == topic_hash(FOO, MURMUR3)
     # A pinned value: a change of layout or function shows up here (and would rebalance every
-    # consumer group after an upgrade, so it must be deliberate: bump the magic byte).
+    # consumer group after an upgrade, so it must be deliberate: bump the magic byte). Its
+    # independent source: the pure-Python Murmur3 above (checked against Guava's known values)
+    # over vector A's bytes, which test_vector_a pins in hex.
     assert topic_hash(FOO, MURMUR3) == PINNED_MURMUR3_FOO
+    h1, _ = murmur3_x64_128(topic_hash_bytes(FOO))
+    assert struct.unpack("<q", struct.pack("<Q", h1))[0] == PINNED_MURMUR3_FOO
 
 
 PINNED_MURMUR3_FOO = 3171193047701513596
