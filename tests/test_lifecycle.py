@@ -9,7 +9,7 @@ import json
 import logging
 import os
 import signal
-import time
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,10 @@ from tests.durability_util import RawConn
 
 GROUP = "lifecycle"
 TOPIC = "orders"
-DEADLINE_MS = 5000
+# The server's own shutdown deadline: past it, its watchdog exits with code 1 (coordinator/
+# lifecycle.py), so exit code 0 is what proves the stop finished in time; no wall clock is read.
+# Generous, so a loaded machine does not trip the watchdog.
+DEADLINE_MS = 15_000
 
 
 async def _describe(proc: ops_util.Proc) -> groups_cli.GroupView:
@@ -64,15 +67,17 @@ async def test_sigterm_with_parked_joins_exits_0_and_restart_recovers(tmp_path: 
 
         await rc.wait_until(preparing, 10, "the rebalance to start", explain=first.log)
 
-        started = time.monotonic()
         first.signal(signal.SIGTERM)
         for conn in parked:  # each parked JoinGroup is answered, with NOT_COORDINATOR
             body = await ops_util.answer(conn, timeout=DEADLINE_MS / 1000)
             assert int.from_bytes(body[4:6], "big") == ops_util.NOT_COORDINATOR
-        code = await asyncio.to_thread(first.proc.wait, DEADLINE_MS / 1000 + 5)
-        elapsed = time.monotonic() - started
+        try:
+            code = await asyncio.to_thread(first.proc.wait, DEADLINE_MS / 1000 + 15)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running {DEADLINE_MS // 1000 + 15}s after SIGTERM\n{first.log()}")
+        # 0, not the watchdog's 1: the graceful stop finished within the server's deadline.
         assert code == 0, first.log()
-        assert elapsed < DEADLINE_MS / 1000, f"took {elapsed:.2f}s"
+        assert "did not finish" not in first.log(), first.log()
 
         # Logs: stderr, one JSON object per line, the signal named.
         lines = [json.loads(line) for line in first.log().splitlines() if line.strip()]

@@ -167,6 +167,23 @@ async def test_pipelined_requests_are_answered_in_order(stack: Stack):
         client.close()
 
 
+async def closed_by_the_sidecar(client: RawClient, request: object, what: str) -> None:
+    """The sidecar closes `client`'s connection (after sending `request`, if any) within a
+    generous deadline, which is what a client needs to fail over. An answer, or an open but
+    silent connection at the deadline, fails the test."""
+    deadline_s = 15
+    try:
+        if request is None:
+            frame = await client.receive(timeout=deadline_s)
+        else:
+            frame = await client.call(request, timeout=deadline_s)
+    except ConnectionError:
+        return
+    except TimeoutError:
+        pytest.fail(f"{what}: connection still open and silent after {deadline_s}s")
+    pytest.fail(f"{what}: answered ({frame!r:.200}) instead of closed")
+
+
 async def test_upstream_killed_looks_like_a_broker_failure_and_groups_keep_working(stack: Stack):
     _, bootstrap, broker_port = await started(stack)
     group = "survivor"
@@ -181,22 +198,17 @@ async def test_upstream_killed_looks_like_a_broker_failure_and_groups_keep_worki
     assert committed.topics[0].partitions[0].error_code == ErrorCode.none
 
     waiting = await RawClient.connect(broker_port)
-    await waiting.send(fetch(8000))  # held upstream for 8 s...
+    await waiting.send(fetch(60_000))  # held upstream for a minute...
     await asyncio.sleep(0.2)
     [tansu] = stack.tansus
-    tansu.kill()  # ...until the broker dies: the client must see it at once
-    started_at = time.monotonic()
-    with pytest.raises(ConnectionError):
-        await waiting.receive(timeout=5)
-    assert time.monotonic() - started_at < 2
+    tansu.kill()  # ...until the broker dies: the client's connection is closed, not left hanging
+    await closed_by_the_sidecar(waiting, None, "a Fetch parked upstream when the broker died")
 
     for port, request in ((broker_port, produce_request(TOPIC, 0, ["lost"])),
                           (bootstrap, metadata([TOPIC]))):
         client = await RawClient.connect(port)
-        started_at = time.monotonic()
-        with pytest.raises(ConnectionError):
-            await client.call(request, timeout=5)  # refused upstream: closed, not hung
-        assert time.monotonic() - started_at < 2
+        # refused upstream: closed, not hung
+        await closed_by_the_sidecar(client, request, f"{type(request).__name__} to port {port}")
         client.close()
 
     # Group operations never needed the upstream.
