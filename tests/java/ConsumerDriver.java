@@ -3,6 +3,8 @@
 // Args: --bootstrap HOST:PORT --group G --topic T --assignors range,roundrobin --client-id C
 //       [--instance-id I] [--session-timeout-ms N] [--heartbeat-interval-ms N]
 //       [--rebalance-timeout-ms N] [--metadata-max-age-ms N (-1: the client's default)]
+// --topic may also be a list "a,b" or a pattern "^regex": partitions are then reported as
+// "topic:partition" strings instead of numbers.
 // Prints one JSON object per line on stdout:
 //   {"event":"started"}
 //   {"event":"assigned","partitions":[...],"added":[...],"generation":G,"member_id":"..."}
@@ -23,6 +25,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.regex.Pattern;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
@@ -65,6 +68,20 @@ public final class ConsumerDriver {
             parts.add(Integer.toString(x));
         }
         return "[" + String.join(",", parts) + "]";
+    }
+
+    private static boolean named;  // several topics: "topic:partition" strings
+
+    private static String parts(Collection<TopicPartition> tps) {
+        if (!named) {
+            return ints(partitions(tps));
+        }
+        List<String> out = new ArrayList<>();
+        for (TopicPartition tp : tps) {
+            out.add(str(tp.topic() + ":" + tp.partition()));
+        }
+        java.util.Collections.sort(out);
+        return "[" + String.join(",", out) + "]";
     }
 
     private static List<Integer> partitions(Collection<TopicPartition> tps) {
@@ -125,32 +142,38 @@ public final class ConsumerDriver {
         stdin.start();
 
         String topic = args.get("topic");
-        TreeSet<Integer> owned = new TreeSet<>();
+        named = topic.startsWith("^") || topic.contains(",");
+        java.util.TreeMap<String, TopicPartition> owned = new java.util.TreeMap<>();
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
-            consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+            ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
                 @Override
                 public void onPartitionsRevoked(Collection<TopicPartition> revoked) {
-                    owned.removeAll(partitions(revoked));
-                    emit("{\"event\":\"revoked\",\"partitions\":" + ints(partitions(revoked)) + "}");
+                    revoked.forEach(tp -> owned.remove(tp.toString()));
+                    emit("{\"event\":\"revoked\",\"partitions\":" + parts(revoked) + "}");
                 }
 
                 @Override
                 public void onPartitionsLost(Collection<TopicPartition> lost) {
-                    owned.removeAll(partitions(lost));
+                    lost.forEach(tp -> owned.remove(tp.toString()));
                     emit("{\"event\":\"revoked\",\"lost\":true,\"partitions\":"
-                            + ints(partitions(lost)) + "}");
+                            + parts(lost) + "}");
                 }
 
                 @Override
                 public void onPartitionsAssigned(Collection<TopicPartition> added) {
-                    owned.addAll(partitions(added));
+                    added.forEach(tp -> owned.put(tp.toString(), tp));
                     ConsumerGroupMetadata md = consumerRef[0].groupMetadata();
-                    emit("{\"event\":\"assigned\",\"partitions\":" + ints(owned)
-                            + ",\"added\":" + ints(partitions(added))
+                    emit("{\"event\":\"assigned\",\"partitions\":" + parts(owned.values())
+                            + ",\"added\":" + parts(added)
                             + ",\"generation\":" + md.generationId()
                             + ",\"member_id\":" + str(md.memberId()) + "}");
                 }
-            });
+            };
+            if (topic.startsWith("^")) {
+                consumer.subscribe(Pattern.compile(topic), listener);
+            } else {
+                consumer.subscribe(List.of(topic.split(",")), listener);
+            }
             consumerRef[0] = consumer;
             emit("{\"event\":\"started\"}");
             int generation = -2;
