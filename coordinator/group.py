@@ -17,11 +17,11 @@ Invariants:
 from __future__ import annotations
 
 import enum
-import struct
 from dataclasses import dataclass
 
 from coordinator.events import RebalanceCause
 from coordinator.messages import JoinGroupMember, Protocol
+from protocol import consumer
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -395,7 +395,7 @@ class ClassicGroup:
             return None
         topics: set[str] = set()
         for m in self.members.values():
-            parsed = parse_subscription_topics(m.metadata(self.protocol_name))
+            parsed = consumer.subscription_topics(m.metadata(self.protocol_name))
             if parsed is None:
                 return None
             topics.update(parsed)
@@ -405,40 +405,6 @@ class ClassicGroup:
         if self.subscribed_topics is not None:
             return topic in self.subscribed_topics
         return self.protocol_type == CONSUMER_PROTOCOL_TYPE
-
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-
-
-def parse_subscription_topics(data: bytes) -> list[str] | None:
-    """ConsumerProtocolSubscription (§10.5): int16 version (any value), then read as v0 (topics,
-    user data) whatever the version, since v0 prefixes every version; the v1+ fields (owned
-    partitions, generation, rack) are ignored. None on any failure (short buffer, a negative
-    topic count or string length, user data longer than the buffer): subscriptions unknown."""
-    try:
-        pos = 2
-        _I16.unpack_from(data, 0)
-        (count,) = _I32.unpack_from(data, pos)
-        pos += 4
-        if count < 0:
-            return None
-        topics: list[str] = []
-        for _ in range(count):
-            (length,) = _I16.unpack_from(data, pos)
-            pos += 2
-            if length < 0 or pos + length > len(data):
-                return None
-            topics.append(data[pos : pos + length].decode("utf-8", errors="replace"))
-            pos += length
-        (user_len,) = _I32.unpack_from(data, pos)
-        pos += 4
-        # Kafka's generated reader takes any negative length of nullable bytes as null.
-        if pos + max(user_len, 0) > len(data):
-            return None
-    except struct.error:
-        return None
-    return topics
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from kio.serial import entity_reader, entity_writer
 
 from coordinator.broker import make
 from protocol import apis
+from protocol import consumer as consumer_protocol
 from protocol.varint import skip_tagged_fields
 
 CLIENT_ID = "groupcoord-groups"
@@ -127,30 +128,6 @@ class KafkaConnection:
 
     def close(self) -> None:
         self._writer.close()
-
-
-# -- the consumer protocol's assignment bytes (ConsumerProtocolAssignment v0-3, not flexible) ----
-
-
-def decode_assignment(data: bytes) -> dict[str, list[int]]:
-    """topic -> partitions; {} for empty or non-consumer bytes it cannot read."""
-    try:
-        offset = 2  # version: every version starts with the same topic-partitions array
-        (topics,) = struct.unpack_from(">i", data, offset)
-        offset += 4
-        out: dict[str, list[int]] = {}
-        for _ in range(max(topics, 0)):
-            (length,) = struct.unpack_from(">h", data, offset)
-            offset += 2
-            topic = data[offset : offset + length].decode()
-            offset += length
-            (count,) = struct.unpack_from(">i", data, offset)
-            offset += 4
-            out[topic] = list(struct.unpack_from(f">{count}i", data, offset))
-            offset += 4 * count
-        return out
-    except (struct.error, UnicodeDecodeError):
-        return {}
 
 
 # -- what the commands gather --------------------------------------------------------------------
@@ -268,7 +245,9 @@ async def _describe_on(
     consumer = g.protocol_type in ("consumer", "")
     view = GroupView(group, where, g.group_state, g.protocol_type, g.protocol_data)
     for m in g.members:
-        assignment = decode_assignment(m.member_assignment) if consumer else {}
+        assignment = (
+            (consumer_protocol.assignment_partitions(m.member_assignment) or {}) if consumer else {}
+        )
         view.members.append(
             MemberView(
                 m.member_id,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import html
 import logging
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from coordinator.events import (
     RebalanceStarted,
 )
 from coordinator.group import CONSUMER_PROTOCOL_TYPE, GroupSnapshot
+from protocol import consumer as consumer_protocol
 
 if TYPE_CHECKING:
     from coordinator.server import Server
@@ -129,43 +129,6 @@ def install_history(server: Server, wall_s: Callable[[], float]) -> RebalanceHis
     return history
 
 
-# -- ConsumerProtocolAssignment ------------------------------------------------------------------
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-
-
-def decode_assignment(data: bytes) -> dict[str, list[int]] | None:
-    """ConsumerProtocolAssignment (every version, 0-3, shares this prefix): int16 version, then
-    [topic: string, partitions: [int32]], then user data, ignored. None if it does not parse."""
-    if not data:
-        return {}
-    try:
-        pos = 2
-        _I16.unpack_from(data, 0)
-        (count,) = _I32.unpack_from(data, pos)
-        pos += 4
-        if count < 0:
-            return None
-        out: dict[str, list[int]] = {}
-        for _ in range(count):
-            (length,) = _I16.unpack_from(data, pos)
-            pos += 2
-            if length < 0 or pos + length > len(data):
-                return None
-            topic = data[pos : pos + length].decode("utf-8", errors="replace")
-            pos += length
-            (n,) = _I32.unpack_from(data, pos)
-            pos += 4
-            if n < 0 or pos + 4 * n > len(data):
-                return None
-            out.setdefault(topic, []).extend(struct.unpack_from(f">{n}i", data, pos))
-            pos += 4 * n
-    except struct.error:
-        return None
-    return {t: sorted(ps) for t, ps in out.items()}
-
-
 # -- the provider ---------------------------------------------------------------------------------
 
 
@@ -201,7 +164,7 @@ class StatusProvider:
                 "leader": m.member_id == g.leader_id,
             }
             if consumer:
-                member["assignment"] = decode_assignment(m.assignment)
+                member["assignment"] = consumer_protocol.assignment_partitions(m.assignment)
             else:
                 member["assignment_bytes"] = len(m.assignment)
             members.append(member)

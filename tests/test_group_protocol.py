@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.group import ClassicGroup, Member, parse_subscription_topics
+from coordinator.group import ClassicGroup, Member
 from coordinator.messages import Protocol
+from protocol.consumer import subscription_topics as parse_subscription_topics
 from tests.fakeclock import Harness, subscription
 
 RR = ("roundrobin", subscription("orders"))

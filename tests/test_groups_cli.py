@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from coordinator import groups_cli
+from protocol import consumer
 from tests import ops_util
 from tests import realclients as rc
 from tests.durability_util import RawConn
@@ -116,6 +116,6 @@ async def test_describe_unknown_group_and_unreachable_server(server: Any) -> Non
 def test_decode_assignment_reads_consumer_protocol_bytes() -> None:
     from bench import wire
 
-    assert groups_cli.decode_assignment(wire.assignment("t", [3, 1])) == {"t": [3, 1]}
-    assert groups_cli.decode_assignment(b"") == {}
-    assert groups_cli.decode_assignment(b"\x00\x00\x7f\xff\xff\xff") == {}
+    assert consumer.assignment_partitions(wire.assignment("t", [3, 1])) == {"t": [1, 3]}
+    assert consumer.assignment_partitions(b"") == {}
+    assert consumer.assignment_partitions(b"\x00\x00\x7f\xff\xff\xff") is None

@@ -33,8 +33,8 @@ from coordinator.events import (
 from coordinator.journal import DiskJournal
 from coordinator.messages import ErrorCode, Heartbeat, HeartbeatResult, JoinGroup, Protocol
 from coordinator.server import Server, ServerOptions
-from coordinator.status import decode_assignment
 from coordinator.topics import TopicCatalog, TopicInfo
+from protocol.consumer import assignment_partitions as decode_assignment
 from storage.disk import DiskLog
 
 

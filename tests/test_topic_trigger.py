@@ -448,7 +448,7 @@ def consumer_subscription(version: int, topics: list[str]) -> bytes:
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 99])
 def test_every_subscription_version_gives_its_topics(version: int) -> None:
-    from coordinator.group import parse_subscription_topics
+    from protocol.consumer import subscription_topics as parse_subscription_topics
 
     data = consumer_subscription(min(version, 3), ["orders", "payments"])
     data = data[:0] + version.to_bytes(2, "big", signed=True) + data[2:]
@@ -461,7 +461,7 @@ def test_every_subscription_version_gives_its_topics(version: int) -> None:
 def test_malformed_subscriptions_are_unknown_as_in_kafka() -> None:
     import struct
 
-    from coordinator.group import parse_subscription_topics
+    from protocol.consumer import subscription_topics as parse_subscription_topics
 
     good = subscription("orders")
     assert parse_subscription_topics(good[:-2]) is None  # short buffer
