@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -52,12 +52,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("groupcoord.server")
 
-_API_VERSIONS = 18
-_METADATA = 3
-_FIND_COORDINATOR = 10
-_LIST_OFFSETS = 2
-_FETCH = 1
-_PRODUCE = apis.PRODUCE
+_API_VERSIONS = apis.API_VERSIONS
 _HEARTBEAT = apis.HEARTBEAT
 _OFFSET_COMMIT = apis.OFFSET_COMMIT
 _SIZE = struct.Struct(">i")  # a frame's size prefix
@@ -279,6 +274,10 @@ def _fast_commit(  # noqa: PLR0917 -- the parser calls it with the fields in ord
     return RequestHeader(_OFFSET_COMMIT, version, correlation_id, client_id), command
 
 
+# A request's handler: (connection, header, decoded request, its arrival clock for stats).
+Route = Callable[[Connection, RequestHeader, Any, int], None]
+
+
 class Server:
     """Owns the listening socket, the connections, and routes each request."""
 
@@ -313,6 +312,7 @@ class Server:
         self.event_sinks: list[EventSink] = []
         # Topic admin APIs, `topic_changed`, and the metadata refresh signal (issue 4).
         self.topic_service = TopicService(self)
+        self.routes = self._build_routes()
         # What serves an accepted connection; sidecar mode (coordinator.sidecar) sets its own.
         self.protocol_factory: Callable[[], asyncio.Protocol] = lambda: Connection(self)
 
@@ -518,51 +518,83 @@ class Server:
             conn.abort(f"malformed request: {exc}")
             return
 
-        api_key = header.api_key
-        if api_key in apis.GROUP_APIS:
-            command = adapters.to_command(header, request, conn.client_host)
-            if not isinstance(command, adapters.COMMAND_TYPES):
-                conn.send(codec.encode_response(header, command))  # the adapter answered it
-                if stats is not None:
-                    stats.done(api_key, getattr(command, "error_code", 0), t0)
-                return
-            assert self.runtime is not None
-            if type(command) is Heartbeat:
-                result = self._heartbeat(self.runtime, command)
-                conn.send(codec.encode_heartbeat_response(header, result.error))
-                return
-            context = adapters.error_context(header, request)
-            self._submit(conn, header, context, command, t0)
+        self.routes[header.api_key](conn, header, request, t0)
+
+    # -- the routes: one handler per advertised API (`_build_routes`) ----------------------------
+
+    def _build_routes(self) -> dict[int, Route]:
+        """API key -> handler, for exactly the APIs of protocol.apis.API_TABLE (which ApiVersions
+        is derived from): advertised == routed, checked here and by a test."""
+        routes: dict[int, Route] = dict.fromkeys(apis.GROUP_APIS, self._group_api)
+        routes.update(dict.fromkeys(TOPIC_ADMIN_APIS, self._topic_admin))
+        routes[apis.API_VERSIONS] = self._api_versions
+        routes[apis.METADATA] = self._metadata
+        routes[apis.FIND_COORDINATOR] = self._find_coordinator
+        routes[apis.LIST_OFFSETS] = self._list_offsets
+        routes[apis.FETCH] = self._fetch
+        routes[apis.PRODUCE] = self._produce
+        if routes.keys() != apis.APIS.keys():
+            raise AssertionError(f"routed {sorted(routes)} != advertised {sorted(apis.APIS)}")
+        return routes
+
+    def _group_api(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
+        """The classic-group APIs: the core's commands (coordinator.adapters)."""
+        stats = self.stats
+        command = adapters.to_command(header, request, conn.client_host)
+        if not isinstance(command, adapters.COMMAND_TYPES):
+            conn.send(codec.encode_response(header, command))  # the adapter answered it
+            if stats is not None:
+                stats.done(header.api_key, getattr(command, "error_code", 0), t0)
             return
-        elif api_key == _API_VERSIONS:
-            conn.send(codec.encode_response(header, codec.api_versions_response(header, request)))
-        elif api_key == _METADATA:
-            response = broker.metadata_response(
-                header.api_version, request, self.catalog, self.advertised
-            )
-            conn.send(codec.encode_response(header, response))
-            self.topic_service.metadata_read(conn, header, request)
-        elif api_key == _FIND_COORDINATOR:
-            response = broker.find_coordinator_response(
-                header.api_version, request, self.advertised
-            )
-            conn.send(codec.encode_response(header, response))
-        elif api_key == _LIST_OFFSETS:
-            response = self.topic_service.list_offsets(conn, header, request)
-            conn.send(codec.encode_response(header, response))
-        elif api_key == _FETCH:
-            self.topic_service.fetch(conn, header, request)  # answered now or after max_wait
-        elif api_key == _PRODUCE:
-            refusal = broker.produce_response(header.api_version, request, self.catalog)
-            # acks=0 has no answer; an empty send frees the connection for its next request.
-            conn.send(b"" if refusal is None else codec.encode_response(header, refusal))
-        elif api_key in TOPIC_ADMIN_APIS:
-            self.topic_service.admin(conn, header, request)
-        else:  # advertised in the table but not routed: a bug, not the peer's fault
-            conn.abort(f"no handler for API {api_key}")
+        assert self.runtime is not None
+        if type(command) is Heartbeat:
+            result = self._heartbeat(self.runtime, command)
+            conn.send(codec.encode_heartbeat_response(header, result.error))
             return
-        if stats is not None:  # the broker-view APIs above answer without an error code
-            stats.done(api_key, 0, t0)
+        context = adapters.error_context(header, request)
+        self._submit(conn, header, context, command, t0)
+
+    def _answered(self, conn: Connection, header: RequestHeader, response: Any, t0: int) -> None:
+        """Send a broker-view answer (these carry no top-level error code to count)."""
+        conn.send(codec.encode_response(header, response))
+        self._done(header, t0)
+
+    def _done(self, header: RequestHeader, t0: int) -> None:
+        if self.stats is not None:
+            self.stats.done(header.api_key, 0, t0)
+
+    def _api_versions(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
+        self._answered(conn, header, codec.api_versions_response(header, request), t0)
+
+    def _metadata(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
+        response = broker.metadata_response(
+            header.api_version, request, self.catalog, self.advertised
+        )
+        self._answered(conn, header, response, t0)
+        self.topic_service.metadata_read(conn, header, request)
+
+    def _find_coordinator(
+        self, conn: Connection, header: RequestHeader, request: Any, t0: int
+    ) -> None:
+        response = broker.find_coordinator_response(header.api_version, request, self.advertised)
+        self._answered(conn, header, response, t0)
+
+    def _list_offsets(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
+        self._answered(conn, header, self.topic_service.list_offsets(conn, header, request), t0)
+
+    def _fetch(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
+        self.topic_service.fetch(conn, header, request)  # answered now or after max_wait
+        self._done(header, t0)
+
+    def _produce(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
+        refusal = broker.produce_response(header.api_version, request, self.catalog)
+        # acks=0 has no answer; an empty send frees the connection for its next request.
+        conn.send(b"" if refusal is None else codec.encode_response(header, refusal))
+        self._done(header, t0)
+
+    def _topic_admin(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
+        self.topic_service.admin(conn, header, request)  # answered once durable
+        self._done(header, t0)
 
     def topic_changed(self, name: str, info: TopicInfo | None) -> None:
         """Topic `name` now looks like `info` (None: deleted), whatever told us (the sidecar's
