@@ -22,7 +22,6 @@ from collections.abc import Sequence
 
 from coordinator import config, groups_cli, history, http, lifecycle, sidecar
 from coordinator.config import ConfigError, Settings
-from coordinator.core import CoordinatorConfig
 from coordinator.journal import DiskJournal
 from coordinator.server import Server, ServerOptions
 from coordinator.topics import TopicCatalog, TopicInfo, parse_topic_spec
@@ -83,15 +82,7 @@ def options_from_settings(settings: Settings) -> tuple[ServerOptions, TopicCatal
     for spec in settings.topic:
         name, partitions = parse_topic_spec(spec)
         topics.append(TopicInfo(name, uuid.uuid5(_TOPIC_ID_NAMESPACE, name), partitions))
-    coordinator = CoordinatorConfig(
-        session_timeout_min_ms=settings.session_timeout_min_ms,
-        session_timeout_max_ms=settings.session_timeout_max_ms,
-        initial_rebalance_delay_ms=settings.initial_rebalance_delay_ms,
-        max_group_size=settings.max_group_size,
-        offsets_retention_ms=settings.offsets_retention_minutes * 60_000,
-        offsets_retention_check_interval_ms=settings.offsets_retention_check_interval_ms,
-        topic_hash=settings.topic_hash,
-    )
+    coordinator = config.coordinator_config(settings)
     options = ServerOptions(
         host=host,
         port=port,

@@ -30,8 +30,10 @@ import argparse
 import os
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
+
+from coordinator.effects import CoordinatorConfig
 
 Kind = Literal["str", "int", "bool", "list"]
 Value = str | int | bool | tuple[str, ...] | None
@@ -279,8 +281,23 @@ class Settings:
     def error(self, name: str, reason: str) -> ConfigError:
         return ConfigError(f"{self.origin(name)}: {reason}")
 
+    def names(self) -> frozenset[str]:
+        return frozenset(self._table)
+
     def items(self) -> list[tuple[Setting, Value, Source]]:
         return [(s, self._values[s.name], self._sources[s.name]) for s in self._table.values()]
+
+
+def coordinator_config(settings: Settings) -> CoordinatorConfig:
+    """The core's configuration, from the settings table: every CoordinatorConfig field that is a
+    setting of the same name, plus offsets_retention_ms (the setting is Kafka's
+    offsets.retention.minutes). Fields that are no setting keep the core's default (Kafka's
+    constants, e.g. new_member_join_timeout_ms). A test checks the defaults agree."""
+    values: dict[str, Any] = {
+        f.name: settings[f.name] for f in fields(CoordinatorConfig) if f.name in settings.names()
+    }
+    values["offsets_retention_ms"] = int(settings.offsets_retention_minutes) * 60_000
+    return CoordinatorConfig(**values)
 
 
 def add_arguments(parser: argparse.ArgumentParser, table: Sequence[Setting] = SETTINGS) -> None:

@@ -246,3 +246,18 @@ def test_settings_reach_the_server_options() -> None:
     assert c.offsets_retention_ms == 3 * 60_000
     assert c.offsets_retention_check_interval_ms == 500
     assert catalog.partition_count("orders") == 12
+
+
+def test_the_core_config_comes_from_the_settings_table() -> None:
+    from coordinator.config import SETTINGS, Settings, coordinator_config
+    from coordinator.effects import CoordinatorConfig
+
+    settings = Settings(SETTINGS)
+    # The table's defaults are the core's (Kafka's): nothing drifts between the two.
+    assert coordinator_config(settings) == CoordinatorConfig()
+    for name, value in (("session_timeout_min_ms", 1_000), ("max_group_size", 7),
+                        ("topic_hash", "xxh3"), ("offsets_retention_minutes", 2)):
+        settings.set(name, value, "flag")
+    got = coordinator_config(settings)
+    assert (got.session_timeout_min_ms, got.max_group_size, got.topic_hash) == (1_000, 7, "xxh3")
+    assert got.offsets_retention_ms == 120_000
