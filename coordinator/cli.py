@@ -20,14 +20,14 @@ import sys
 import uuid
 from collections.abc import Sequence
 
-from coordinator import config, groups_cli, history, http, lifecycle, sidecar
+from coordinator import addresses, config, groups_cli, history, http, lifecycle, sidecar
 from coordinator.config import ConfigError, Settings
+from coordinator.dump import dump
 from coordinator.journal import DiskJournal
 from coordinator.server import Server, ServerOptions
 from coordinator.topics import TopicCatalog, TopicInfo, parse_topic_spec
 from pipeline import cli as audit_cli
 from storage.disk import DiskLog
-from storage.dump import dump
 
 log = logging.getLogger("groupcoord")
 
@@ -39,7 +39,7 @@ EXIT_CONFIG = 2  # a bad setting: argparse's exit code for bad usage
 
 def parse_host_port(value: str, setting: str) -> tuple[str, int]:
     try:
-        return config.parse_host_port(value)
+        return addresses.parse_host_port(value)
     except ValueError as exc:
         raise ValueError(f"{setting}: {exc}") from None
 
@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def options_from_settings(settings: Settings) -> tuple[ServerOptions, TopicCatalog]:
-    host, port = config.parse_host_port(settings.listen)
+    host, port = addresses.parse_host_port(settings.listen)
     topics = []
     for spec in settings.topic:
         name, partitions = parse_topic_spec(spec)

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
+from coordinator.addresses import parse_host_port, parse_upstream
 from coordinator.effects import CoordinatorConfig
 
 Kind = Literal["str", "int", "bool", "list"]
@@ -100,20 +101,6 @@ def host_port_or_off(value: str) -> None:
         parse_host_port(value)
 
 
-def parse_host_port(value: str) -> tuple[str, int]:
-    """'HOST:PORT' -> (host, port); '[::1]:9092' -> ('::1', 9092)."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not host:
-        raise ValueError(f"expected HOST:PORT, got {value!r}")
-    try:
-        number = int(port)
-    except ValueError:
-        raise ValueError(f"port must be an integer, got {port!r}") from None
-    if not 0 <= number <= 65535:
-        raise ValueError(f"port must be 0-65535, got {number}")
-    return host.strip("[]"), number
-
-
 def _fsync_policy(value: str) -> None:
     from storage.disk import parse_policy
 
@@ -133,8 +120,6 @@ def _topics(value: tuple[str, ...]) -> None:
 
 def _upstream(value: str) -> None:
     if value:
-        from coordinator.sidecar import parse_upstream
-
         parse_upstream(value)
 
 

@@ -32,6 +32,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from coordinator.addresses import parse_host_port
 from coordinator.broker import make
 from protocol import apis
 from protocol import consumer as consumer_protocol
@@ -405,8 +406,6 @@ def add_parser(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from coordinator.config import parse_host_port
-
     try:
         host, port = parse_host_port(args.bootstrap_server)
     except ValueError as exc:

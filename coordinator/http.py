@@ -33,6 +33,7 @@ from urllib.parse import unquote, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coordinator import metrics as metrics_mod
+from coordinator.addresses import parse_host_port
 from coordinator.metrics import Metrics
 from coordinator.status import (
     RebalanceHistory,
@@ -113,8 +114,6 @@ async def start(server: Server, listen: str, *, per_group: bool = False) -> Obse
     history but collects no metrics and opens no port."""
     if not listen:
         return observe(server, metrics=False)
-    from coordinator.config import parse_host_port
-
     host, port = parse_host_port(listen)
     return await start_http(server, host, port, per_group=per_group)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +29,10 @@ from kio.schema.list_offsets.v5.request import (
 from kio.schema.list_offsets.v5.response import ListOffsetsResponse
 
 from coordinator import rewrite
-from coordinator.upstream import UpstreamUnavailable
+from coordinator.upstream import Broker, UpstreamUnavailable
 
 if TYPE_CHECKING:
-    from coordinator.sidecar import Sidecar
+    from coordinator.core import GroupCoordinator
 
 log = logging.getLogger("groupcoord.lag")
 
@@ -50,8 +50,19 @@ class GroupLag:
 
 
 class LagTracker:
-    def __init__(self, sidecar: Sidecar, interval_ms: int) -> None:
-        self._sidecar = sidecar
+    """Measures every `interval_ms`: the committed offsets come from `core`, the end offsets from
+    the partitions' leaders (`leaders`, kept current by the sidecar) through `brokers`."""
+
+    def __init__(
+        self,
+        core: GroupCoordinator,
+        leaders: Mapping[TopicPartition, int],
+        brokers: Mapping[int, Broker],
+        interval_ms: int,
+    ) -> None:
+        self._core = core
+        self._leaders = leaders
+        self._brokers = brokers
         self.interval_s = interval_ms / 1000
         self.lag: dict[str, GroupLag] = {}
         self.measured_at: float | None = None  # wall-clock seconds
@@ -65,7 +76,7 @@ class LagTracker:
             await asyncio.sleep(self.interval_s)
 
     async def measure(self) -> None:
-        core = self._sidecar.server.core
+        core = self._core
         committed = {g: core.committed_offsets(g) for g in core.offset_group_ids()}
         wanted = {tp for offsets in committed.values() for tp in offsets}
         ends = await self.end_offsets(wanted)
@@ -86,7 +97,7 @@ class LagTracker:
 
     async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         by_leader: dict[int, list[TopicPartition]] = {}
-        leaders = self._sidecar.leaders
+        leaders = self._leaders
         for tp in partitions:
             leader = leaders.get(tp)
             if leader is not None and leader >= 0:
@@ -102,7 +113,7 @@ class LagTracker:
     async def _list_offsets(
         self, node_id: int, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, int]:
-        broker = self._sidecar.upstreams.brokers.get(node_id)
+        broker = self._brokers.get(node_id)
         if broker is None:
             return {}
         by_topic: dict[str, list[int]] = {}

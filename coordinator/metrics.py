@@ -22,9 +22,9 @@ Invariants:
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
@@ -69,8 +69,35 @@ from coordinator.messages import (
 from protocol import apis
 
 if TYPE_CHECKING:
-    from coordinator.runtime import Runtime
-    from coordinator.server import Server
+    from coordinator.core import GroupCoordinator
+    from coordinator.runtime import EventSink, Runtime
+    from coordinator.topic_service import TopicService
+
+
+class Server(Protocol):
+    """What the metrics read of the server (coordinator.server.Server is one). `stats` is the
+    one thing written: `install` hands the server its RequestStats."""
+
+    stats: RequestStats | None
+    heartbeats: int
+    protocol_errors: int
+    connections_accepted: int
+
+    @property
+    def core(self) -> GroupCoordinator: ...
+
+    @property
+    def journal(self) -> object: ...
+
+    @property
+    def event_sinks(self) -> list[EventSink]: ...
+
+    @property
+    def connections(self) -> Sized: ...
+
+    @property
+    def topic_service(self) -> TopicService: ...
+
 
 NS = 1_000_000_000
 

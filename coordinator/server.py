@@ -602,11 +602,6 @@ class Server:
         the runtime; groups reading it rebalance if its hash changed (coordinator.topic_watch)."""
         self.topic_service.topic_changed(name, info)
 
-    @staticmethod
-    def _send_fetch(conn: Connection, data: bytes) -> None:
-        conn.fetch_timer = None
-        conn.send(data)
-
     def _respond(self, reply_to: int, result: Result) -> None:
         entry = self._pending.pop(reply_to, None)
         if entry is None:

@@ -40,6 +40,7 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 
 from coordinator import rewrite, sidecar_signal
+from coordinator.addresses import parse_upstream
 from coordinator.listener import Listening, start_listener
 from coordinator.rewrite import (
     API_VERSIONS,
@@ -110,18 +111,6 @@ def from_settings(server: Server, settings: Any) -> Sidecar | None:
     return Sidecar(server, options)
 
 
-def parse_upstream(value: str) -> list[tuple[str, int]]:
-    """'b1:9092,b2:9092' -> [('b1', 9092), ('b2', 9092)]. Raises ValueError."""
-    from coordinator.config import parse_host_port
-
-    out = [parse_host_port(part.strip()) for part in value.split(",") if part.strip()]
-    if not out:
-        raise ValueError("expected HOST:PORT[,HOST:PORT...]")
-    if any(port == 0 for _, port in out):
-        raise ValueError("an upstream port cannot be 0")
-    return out
-
-
 class Sidecar:
     def __init__(self, server: Server, options: SidecarOptions) -> None:
         self.server = server
@@ -158,7 +147,9 @@ class Sidecar:
         if self.options.metrics_per_group:
             from coordinator.lag import LagCollector, LagTracker
 
-            self.lag = LagTracker(self, self.options.lag_interval_ms)
+            self.lag = LagTracker(
+                self.server.core, self.leaders, self.upstreams.brokers, self.options.lag_interval_ms
+            )
             self.spawn(self.lag.run())
             if obs is not None:
                 obs.status.add_fields(self.lag.status)

@@ -27,8 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sized
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -43,9 +43,45 @@ from protocol.codec import RequestHeader
 
 if TYPE_CHECKING:
     from coordinator.core import GroupCoordinator
-    from coordinator.server import Connection, Server
+    from coordinator.runtime import EventSink, Runtime
+    from coordinator.topics import TopicCatalog
 
 log = logging.getLogger("groupcoord.topics")
+
+
+class Connection(Protocol):
+    """What the topic service needs of a client connection (coordinator.server.Connection and
+    the sidecar's connections are ones)."""
+
+    fetch_timer: asyncio.TimerHandle | None  # this connection's parked Fetch, if any
+
+    @property
+    def client_host(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def send(self, data: bytes) -> None: ...
+
+
+class Server(Protocol):
+    """What the topic service needs of the server (coordinator.server.Server is one)."""
+
+    @property
+    def catalog(self) -> TopicCatalog: ...
+
+    @property
+    def core(self) -> GroupCoordinator: ...
+
+    @property
+    def runtime(self) -> Runtime | None: ...
+
+    @property
+    def event_sinks(self) -> list[EventSink]: ...
+
+    @property
+    def connections(self) -> Sized: ...
+
 
 _METADATA_V0 = 0
 
@@ -237,9 +273,7 @@ class TopicService:
         if wait_ms <= 0:
             conn.send(data)
             return
-        timer = asyncio.get_running_loop().call_later(
-            wait_ms / 1000, self._server._send_fetch, conn, data
-        )
+        timer = asyncio.get_running_loop().call_later(wait_ms / 1000, self._send_parked, conn, data)
         conn.fetch_timer = timer
         parked = self._parked
         parked[conn] = (header, request, timer)
@@ -247,6 +281,12 @@ class TopicService:
             for c, (_, _, t) in list(parked.items()):
                 if c.closed or c.fetch_timer is not t:
                     del parked[c]
+
+    @staticmethod
+    def _send_parked(conn: Connection, data: bytes) -> None:
+        """A parked Fetch's max_wait is up: its (empty) answer leaves."""
+        conn.fetch_timer = None
+        conn.send(data)
 
     def _flush_parked_fetches(self, name: str, now_ms: int) -> None:
         """Answer at once every parked Fetch that includes `name`: with the signal armed, its

@@ -35,11 +35,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from pipeline import report
+from pipeline import report, report_data
+from pipeline.columns import ABNORMAL, KEY
 from pipeline.source import FORMAT, HistoryDataSource
 
-KEY = ["coordinator_id", "group_id"]
-ABNORMAL = ["expired", "fenced", "not_rejoined", "sync_expired", "max_size"]
 TABLES = ("events", "rebalances", "member_sessions", "group_daily")
 
 
@@ -366,8 +365,6 @@ def run_audit(
         tables,
     )
     if write_report:
-        from pipeline import report_data  # it imports this module's constants
-
         data = report_data.collect(events, rb, ms, daily)
         data["filters"] = {
             "groups": sorted(groups or []),

@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit import ABNORMAL, KEY
+from pipeline.columns import ABNORMAL, KEY
 
 TOP_GROUPS = 8  # series in the timeline; the rest are summed into one
 TOP_ROWS = 15

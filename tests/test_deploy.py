@@ -29,7 +29,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench import wire
-from coordinator import cli, config
+from coordinator import addresses, cli, config
 from tests import ops_util
 from tests import realclients as rc
 from tests.durability_util import RawConn
@@ -112,7 +112,7 @@ def test_kubernetes_command_lines_and_config_are_valid_settings(tmp_path: Path) 
         env = {e["name"]: e["value"] for e in container.get("env", [])}
         settings = serve_settings(argv, env)
         ports = {p["containerPort"] for p in container["ports"]}
-        assert config.parse_host_port(settings.metrics_listen)[1] in ports
+        assert addresses.parse_host_port(settings.metrics_listen)[1] in ports
         for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
             if probe in container:
                 assert container[probe]["httpGet"]["path"] in ("/healthz", "/readyz")
@@ -283,12 +283,12 @@ def test_dockerfile_cmd_is_the_entry_point_the_tests_run() -> None:
     test_cmd = rc.groupcoord_command(9092, Path("d"), {}, {}, [])
     assert test_cmd[1:4] == ["-m", "coordinator.cli", "serve"]
     settings = serve_settings(cmd, image_env())
-    assert config.parse_host_port(settings.listen)[0] == "0.0.0.0"
-    assert config.parse_host_port(settings.metrics_listen)[0] == "0.0.0.0"
+    assert addresses.parse_host_port(settings.listen)[0] == "0.0.0.0"
+    assert addresses.parse_host_port(settings.metrics_listen)[0] == "0.0.0.0"
 
     steps = final_stage()
     exposed = {int(p) for word, rest in steps if word == "EXPOSE" for p in rest.split()}
-    assert {config.parse_host_port(settings.listen)[1], 9108} <= exposed == {9092, 9108}
+    assert {addresses.parse_host_port(settings.listen)[1], 9108} <= exposed == {9092, 9108}
     volumes = [json.loads(rest) for word, rest in steps if word == "VOLUME"]
     assert [settings.data_dir] in volumes
     (user,) = [rest for word, rest in steps if word == "USER"]

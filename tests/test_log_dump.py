@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from coordinator.dump import dump
 from coordinator.record_codec import encode_record
 from coordinator.records import (
     GroupMetadataKey,
@@ -15,7 +16,6 @@ from coordinator.records import (
 )
 from storage.compaction import segment_name
 from storage.disk import DiskLog
-from storage.dump import dump
 
 
 async def test_dump_decodes_records_and_shows_damage(tmp_path: Path) -> None:
