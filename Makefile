@@ -36,6 +36,7 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check coordinator protocol storage
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint peers
 	GROUPCOORD_PEERS=$(abspath $(PEERS)) $(BIN)/pytest -q -p no:cacheprovider
