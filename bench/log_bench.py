@@ -21,10 +21,9 @@ from typing import Any
 
 import uvloop
 
-from coordinator.core import CoordinatorConfig, GroupCoordinator
-from coordinator.journal import DiskJournal
-from coordinator.record_codec import encode_record
-from coordinator.records import (
+from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.record_codec import encode_record
+from coordinator.core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -32,7 +31,8 @@ from coordinator.records import (
     OffsetCommitValue,
     Record,
 )
-from coordinator.topics import TopicCatalog
+from coordinator.core.topics import TopicCatalog
+from coordinator.serve.journal import DiskJournal
 from storage.compaction import segment_name
 from storage.disk import DiskLog
 from storage.entry import encode_entry

@@ -44,9 +44,9 @@ from pathlib import Path
 from bench import loadgen, log_bench, servers, wire
 from bench.__main__ import Context, Goal, Metric, register
 from bench.scenario_observability import counter, metrics_port, scrape
-from coordinator.core import CoordinatorConfig, GroupCoordinator
-from coordinator.journal import DiskJournal
-from coordinator.topics import TopicCatalog
+from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.topics import TopicCatalog
+from coordinator.serve.journal import DiskJournal
 from storage.disk import DiskLog
 
 COMMITTERS = 200

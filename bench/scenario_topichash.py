@@ -26,10 +26,10 @@ import uuid
 from typing import Any
 
 from bench.__main__ import Context, Goal, Metric, register
-from coordinator.core import CoordinatorConfig, GroupCoordinator
-from coordinator.group import ClassicGroup, GroupState, Member
-from coordinator.messages import Heartbeat, Protocol
-from coordinator.topics import TopicCatalog, TopicInfo
+from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.group import ClassicGroup, GroupState, Member
+from coordinator.core.messages import Heartbeat, Protocol
+from coordinator.core.topics import TopicCatalog, TopicInfo
 
 PARTITIONS = 32
 RACKS = ("rack-a", "rack-b", "rack-c")

@@ -4,9 +4,11 @@
     groupcoord groups list|describe GROUP [--bootstrap-server HOST:PORT]
     groupcoord log dump DATA_DIR
 
-`serve`'s settings come from coordinator/config.py's table (flags > GROUPCOORD_* env > TOML file >
-defaults). A bad value, or a listener or data dir that cannot be opened, stops start-up with one
-line naming the setting as the user wrote it, and exit code 2. Shutdown: coordinator/lifecycle.py.
+The composition root: the one module that imports the shell, the sidecar and the tools alike.
+`serve`'s settings come from coordinator/serve/config.py's table (flags > GROUPCOORD_* env > TOML
+file > defaults). A bad value, or a listener or data dir that cannot be opened, stops start-up with
+one line naming the setting as the user wrote it, and exit code 2. Shutdown:
+coordinator/serve/lifecycle.py.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import sys
 import uuid
 from collections.abc import Sequence
 
-from coordinator import addresses, config, groups_cli, history, http, lifecycle, sidecar
-from coordinator.config import ConfigError, Settings
-from coordinator.dump import dump
-from coordinator.journal import DiskJournal
-from coordinator.server import Server, ServerOptions
-from coordinator.topics import TopicCatalog, TopicInfo, parse_topic_spec
+from coordinator.core.topics import TopicCatalog, TopicInfo, parse_topic_spec
+from coordinator.serve import addresses, config, history, http, lifecycle
+from coordinator.serve.config import ConfigError, Settings
+from coordinator.serve.journal import DiskJournal
+from coordinator.serve.server import Server, ServerOptions
+from coordinator.sidecar import proxy as sidecar
+from coordinator.tools import groups as groups_cli
+from coordinator.tools.dump import dump
 from pipeline import cli as audit_cli
 from storage.disk import DiskLog
 
@@ -103,7 +107,7 @@ allocates a few dozen short-lived objects, and a commit's live ones wait a whole
 answer: with the default, a collection ran every few dozen requests, walked the in-flight
 requests again each time and promoted them to older generations, which were then collected in
 turn (4-5% of the server's CPU under 1-partition commits, measured with perf). The state itself
-is frozen after loading (coordinator.journal); this only spaces out the young collections."""
+is frozen after loading (coordinator.serve.journal); this only spaces out the young collections."""
 
 
 async def serve(settings: Settings) -> None:

@@ -87,7 +87,7 @@ class ApiSpec:
 
 # Version ranges: change them here and nowhere else. Sources: the reference §1.2 and kio 0.6.5.
 API_TABLE: Final[tuple[ApiSpec, ...]] = (
-    # Produce is answered only to refuse it (standalone stores no records; coordinator.broker).
+    # Produce is answered only to refuse it (standalone stores no records; broker.answers).
     # It is advertised because librdkafka enables Fetch's v2 record format (MsgVer2) only when
     # the broker offers Produce v3+ beside Fetch v4+: without it, its consumers never fetch and
     # spin (issue 27). v3 is Kafka 4.0's floor (KIP-896); v11 is what Java 3.9 sends.
@@ -105,7 +105,7 @@ API_TABLE: Final[tuple[ApiSpec, ...]] = (
     ApiSpec(DESCRIBE_GROUPS, "describe_groups", 0, 5, 5),
     ApiSpec(LIST_GROUPS, "list_groups", 0, 5, 3),
     ApiSpec(API_VERSIONS, "api_versions", 0, 4, 3),
-    # Topic admin (standalone mode, coordinator.topic_admin). Kafka 4.0's floors (KIP-896); the
+    # Topic admin (standalone mode, broker.topic_admin). Kafka 4.0's floors (KIP-896); the
     # tops are what Java 3.9 sends; librdkafka 2.x sends <= 4/4/2, aiokafka <= 3/3/1, kafka-python
     # 3 <= 7/6/3 (each picks the highest common version).
     ApiSpec(CREATE_TOPICS, "create_topics", 2, 7, 5),
@@ -115,7 +115,7 @@ API_TABLE: Final[tuple[ApiSpec, ...]] = (
     ApiSpec(OFFSET_DELETE, "offset_delete", 0, 0, None),
 )
 
-# The classic-group APIs, answered by the coordinator core through coordinator.adapters.
+# The classic-group APIs, answered by the coordinator core through coordinator.serve.adapters.
 GROUP_APIS: Final = frozenset(
     {
         OFFSET_COMMIT,

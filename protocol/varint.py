@@ -2,7 +2,7 @@
 
 One reader for every place that walks flexible-version bytes by hand: the request header
 (protocol.codec), the pre-scan that guards kio (protocol.guard), the sidecar's header rewriting
-(coordinator.rewrite) and the groups CLI's response reader (coordinator.groups_cli).
+(coordinator.sidecar.rewrite) and the groups CLI's response reader (coordinator.tools.groups).
 
 Invariants: reads never pass `end` (default: the end of the buffer); a truncated or over-long
 varint raises VarintError (a ValueError), which each caller turns into its own error. Pure.

@@ -190,7 +190,7 @@ class DiskLog:
         self.load_report = LoadReport()
         self.fsync_count = 0
         self.compactions = 0
-        # Counters for coordinator.metrics (read at scrape time on the loop thread).
+        # Counters for coordinator.serve.metrics (read at scrape time on the loop thread).
         self.appends = 0
         self.appended_records = 0
         self.appended_bytes = 0

@@ -1,6 +1,6 @@
 """The history codec: what one entry of the history log means.
 
-The history log (coordinator/history.py writes it, pipeline/ reads it) is a sequence of
+The history log (coordinator/serve/history.py writes it, pipeline/ reads it) is a sequence of
 storage/entry.py entries in segment files under `<data-dir>/history/` (storage/history_log.py).
 Each entry is one thing that happened to a group:
 

@@ -8,7 +8,7 @@ Layout of `<data-dir>/history/`:
 
 Unlike the group log (storage/disk.py) this log is never compacted and nothing waits on it:
 
-- One writer (coordinator/history.py's thread) owns a HistoryLog; it is not thread-safe.
+- One writer (coordinator/serve/history.py's thread) owns a HistoryLog; it is not thread-safe.
 - Offsets are consecutive across segments and across restarts (the last segment is scanned at
   open). A restart starts a new segment instead of appending to a possibly torn one.
 - Every segment starts with a SEGMENT_STARTED entry naming the coordinator, so a segment file is

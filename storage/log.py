@@ -1,6 +1,6 @@
 """The log interface the coordinator runtime writes through, and an in-memory implementation.
 
-The log stores opaque key/value entries (coordinator/record_codec.py gives them meaning). Its
+The log stores opaque key/value entries (coordinator/core/record_codec.py gives them meaning). Its
 contract, whatever the backend:
 
 - `append(entries)` assigns consecutive, strictly increasing offsets and returns the last one. It

@@ -11,9 +11,9 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from coordinator.core import CoordinatorConfig, Effects, GroupCoordinator
-from coordinator.events import Event
-from coordinator.messages import (
+from coordinator.core.coordinator import CoordinatorConfig, Effects, GroupCoordinator
+from coordinator.core.events import Event
+from coordinator.core.messages import (
     CommitPartition,
     CommitTopic,
     DeleteGroups,
@@ -35,8 +35,8 @@ from coordinator.messages import (
     SyncGroup,
     SyncGroupResult,
 )
-from coordinator.records import Record
-from coordinator.topics import TopicCatalog, TopicInfo
+from coordinator.core.records import Record
+from coordinator.core.topics import TopicCatalog, TopicInfo
 
 EPOCH = 1_700_000_000_000
 DEFAULT_TOPICS = (("orders", 4), ("payments", 2), ("audit", 1))

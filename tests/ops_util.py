@@ -206,7 +206,7 @@ async def stable_member(
 
 async def wait_state(port: int, group: str, state: str, timeout: float = 10) -> None:
     """Until DescribeGroups (through `groupcoord groups`' client) reports `state`."""
-    from coordinator import groups_cli
+    from coordinator.tools import groups as groups_cli
 
     async def reached() -> bool:
         view = await groups_cli.describe_group("127.0.0.1", port, group, timeout_s=5)

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader
 
-from coordinator import rewrite
+from coordinator.sidecar import rewrite
 from tests import realclients as rc
 
 REPO = rc.REPO

@@ -1,4 +1,4 @@
-"""coordinator.adapters: every group API and version, and each version rule of the reference."""
+"""serve.adapters: every group API and version, and each version rule of the reference."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from coordinator import adapters
-from coordinator import messages as m
+from coordinator.core import messages as m
+from coordinator.serve import adapters
 from protocol import apis
 from protocol.codec import RequestHeader, decode_request, encode_response
 from tests.test_codec import read_response, request_frame, write

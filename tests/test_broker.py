@@ -11,9 +11,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from coordinator import broker
-from coordinator.broker import Advertised, make
-from coordinator.topics import TopicCatalog, TopicInfo
+from coordinator.broker import answers as broker
+from coordinator.broker.answers import Advertised, make
+from coordinator.core.topics import TopicCatalog, TopicInfo
 from protocol import apis
 from protocol.codec import RequestHeader, encode_response
 

@@ -7,7 +7,7 @@ client:
 1. a change to an unrelated topic causes no rebalance (nobody's generation or assignment moves);
 2. the shared topic is raised to 8 partitions: every consumer ends up with its share of 8 in the
    first generation after the change, one rebalance (the KIP-1101 trigger plus the
-   NOT_LEADER_OR_FOLLOWER refresh signal, coordinator.refresh_signal);
+   NOT_LEADER_OR_FOLLOWER refresh signal, coordinator.broker.refresh_signal);
 3. groupcoord is SIGKILLed and restarted on the same log: no rebalance follows.
 """
 

@@ -2,10 +2,10 @@
 
 1. An idle consumer costs (almost) nothing: every client kind, subscribed to a topic with no data,
    long-polls Fetch instead of spinning (standalone advertises Produce so that librdkafka enables
-   fetching at all; coordinator.broker).
+   fetching at all; coordinator.broker.answers).
 2. A deleted topic costs one rebalance: two consumers share two topics; one topic is deleted; each
    consumer loses that topic's partitions and sees exactly one assign callback, the group owns
-   exactly the other topic's partitions, and its generation rose once (coordinator.topic_watch:
+   exactly the other topic's partitions, and its generation rose once (coordinator.core.topic_watch:
    the members start that rebalance, as with Kafka).
 3. A topic re-created under its name: one rebalance.
 4. Through the sidecar, a consumer that subscribes right after a producer auto-created the topic
@@ -285,7 +285,7 @@ async def test_a_just_created_topic_is_read_at_once_through_the_sidecar(
 ) -> None:
     tansu = stack.tansu()
     # groupcoord's own refresh registers the topic after the clients read it: aiokafka's Metadata
-    # (< v10, no topic ids) does not register a topic as it passes through (coordinator.sidecar).
+    # (< v10, no topic ids) does not register a topic as it passes through (sidecar.proxy).
     sidecar = stack.sidecar(tansu.bootstrap, refresh_ms=5000)
     topic = f"auto-{kind}"
     await su.produce(sidecar.bootstrap, topic, ["k0", "k1", "k2", "k3"])  # auto-creates it

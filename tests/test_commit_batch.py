@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from coordinator.core import CoordinatorConfig
-from coordinator.journal import DiskJournal
-from coordinator.server import Server, ServerOptions
-from coordinator.topics import TopicCatalog, TopicInfo
+from coordinator.core.coordinator import CoordinatorConfig
+from coordinator.core.topics import TopicCatalog, TopicInfo
+from coordinator.serve.journal import DiskJournal
+from coordinator.serve.server import Server, ServerOptions
 from storage.disk import DiskLog
 from tests.durability_util import RawConn
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import cli, config
-from coordinator.config import ConfigError
+from coordinator import cli
+from coordinator.serve import config
+from coordinator.serve.config import ConfigError
 from tests import ops_util
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,7 +61,7 @@ def test_readme_settings_table_is_current() -> None:
     start = readme.index(config.README_BEGIN) + len(config.README_BEGIN)
     table = readme[start : readme.index(config.README_END)].strip()
     assert table == config.markdown_table(), (
-        "README's settings table is stale: run `python -m coordinator.config --readme README.md`"
+        "README's settings table is stale: run `python -m serve.config --readme README.md`"
     )
 
 
@@ -249,8 +250,8 @@ def test_settings_reach_the_server_options() -> None:
 
 
 def test_the_core_config_comes_from_the_settings_table() -> None:
-    from coordinator.config import SETTINGS, Settings, coordinator_config
-    from coordinator.effects import CoordinatorConfig
+    from coordinator.core.effects import CoordinatorConfig
+    from coordinator.serve.config import SETTINGS, Settings, coordinator_config
 
     settings = Settings(SETTINGS)
     # The table's defaults are the core's (Kafka's): nothing drifts between the two.

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.messages import CommitPartition, CommitTopic, Heartbeat, OffsetCommit
+from coordinator.core.messages import CommitPartition, CommitTopic, Heartbeat, OffsetCommit
 from tests.fakeclock import Harness
 
 partitions = st.builds(

@@ -11,9 +11,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from coordinator.core import CoordinatorConfig, GroupCoordinator
-from coordinator.journal import DiskJournal
-from coordinator.record_codec import encode_record
+from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.record_codec import encode_record
+from coordinator.serve.journal import DiskJournal
 from storage.disk import DiskLog
 from storage.entry import encode_entry
 from tests.fakeclock import EPOCH, Harness, subscription

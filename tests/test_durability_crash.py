@@ -19,9 +19,9 @@ import uuid
 from dataclasses import dataclass, field
 
 from coordinator.cli import new_member_id
-from coordinator.journal import DiskJournal
-from coordinator.server import Server, ServerOptions
-from coordinator.topics import TopicCatalog, TopicInfo
+from coordinator.core.topics import TopicCatalog, TopicInfo
+from coordinator.serve.journal import DiskJournal
+from coordinator.serve.server import Server, ServerOptions
 from storage.disk import DiskLog
 from tests import durability_util as du
 from tests.realclients import wait_until

@@ -12,10 +12,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from coordinator.core import CoordinatorConfig, GroupCoordinator
-from coordinator.journal import DiskJournal
-from coordinator.record_codec import encode_record
-from coordinator.records import (
+from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.record_codec import encode_record
+from coordinator.core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -23,6 +22,7 @@ from coordinator.records import (
     OffsetCommitValue,
     Record,
 )
+from coordinator.serve.journal import DiskJournal
 from storage.compaction import list_segments, segment_name
 from storage.disk import DiskLog
 from storage.entry import encode_entry

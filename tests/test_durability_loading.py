@@ -15,11 +15,11 @@ import uuid
 from pathlib import Path
 
 from coordinator.cli import new_member_id
-from coordinator.journal import DiskJournal
-from coordinator.record_codec import encode_record
-from coordinator.records import OffsetCommitKey, OffsetCommitValue, Record
-from coordinator.server import Server, ServerOptions
-from coordinator.topics import TopicCatalog, TopicInfo
+from coordinator.core.record_codec import encode_record
+from coordinator.core.records import OffsetCommitKey, OffsetCommitValue, Record
+from coordinator.core.topics import TopicCatalog, TopicInfo
+from coordinator.serve.journal import DiskJournal
+from coordinator.serve.server import Server, ServerOptions
 from storage.compaction import segment_name
 from storage.disk import DiskLog
 from storage.entry import encode_entry

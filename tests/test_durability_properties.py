@@ -16,8 +16,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import invariant
 
-from coordinator.core import GroupCoordinator
-from coordinator.record_codec import BatchReplayer, encode_record
+from coordinator.core.coordinator import GroupCoordinator
+from coordinator.core.record_codec import BatchReplayer, encode_record
 from storage.compaction import compact_entries
 from storage.entry import Entry, EntryReader, encode_entry
 from tests.fakeclock import EPOCH

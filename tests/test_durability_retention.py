@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 from coordinator.cli import new_member_id
-from coordinator.core import CoordinatorConfig
-from coordinator.journal import DiskJournal
-from coordinator.server import Server, ServerOptions
-from coordinator.topics import TopicCatalog, TopicInfo
+from coordinator.core.coordinator import CoordinatorConfig
+from coordinator.core.topics import TopicCatalog, TopicInfo
+from coordinator.serve.journal import DiskJournal
+from coordinator.serve.server import Server, ServerOptions
 from storage.disk import DiskLog
 from tests import durability_util as du
 from tests.realclients import REPO, free_port, wait_until

@@ -16,8 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from coordinator import adapters
-from coordinator.messages import (
+from coordinator.core.messages import (
     CommitPartition,
     CommitTopic,
     OffsetCommit,
@@ -25,6 +24,7 @@ from coordinator.messages import (
     PartitionError,
     TopicErrors,
 )
+from coordinator.serve import adapters
 from protocol import apis, codec, fastpath
 from protocol.apis import HEARTBEAT
 from protocol.codec import RequestHeader

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.messages import CommitPartition, Heartbeat, OffsetCommit
+from coordinator.core.messages import CommitPartition, Heartbeat, OffsetCommit
 from protocol.frozen import fast_init
 
 

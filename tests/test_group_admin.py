@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.core import CoordinatorConfig, GroupCoordinator
-from coordinator.messages import ErrorCode as E
-from coordinator.records import GroupMetadataKey, OffsetCommitKey
+from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.messages import ErrorCode as E
+from coordinator.core.records import GroupMetadataKey, OffsetCommitKey
 from tests.fakeclock import EPOCH, Harness, subscription
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.events import LeaveReason, MemberLeft, RebalanceStarted
-from coordinator.messages import ErrorCode as E
+from coordinator.core.events import LeaveReason, MemberLeft, RebalanceStarted
+from coordinator.core.messages import ErrorCode as E
 from tests.fakeclock import Harness
 
 

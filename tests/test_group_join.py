@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.core import CoordinatorConfig
-from coordinator.events import JoinPhaseCompleted, RebalanceStarted
-from coordinator.group import ClassicGroup, GroupState, IllegalStateTransition
-from coordinator.messages import ErrorCode as E
-from coordinator.records import GroupMetadataKey
+from coordinator.core.coordinator import CoordinatorConfig
+from coordinator.core.events import JoinPhaseCompleted, RebalanceStarted
+from coordinator.core.group import ClassicGroup, GroupState, IllegalStateTransition
+from coordinator.core.messages import ErrorCode as E
+from coordinator.core.records import GroupMetadataKey
 from tests.fakeclock import Harness, subscription
 
 

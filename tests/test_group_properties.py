@@ -23,8 +23,8 @@ from hypothesis.stateful import (
     rule,
 )
 
-from coordinator.core import CoordinatorConfig, GroupCoordinator
-from coordinator.group import GroupSnapshot
+from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.group import GroupSnapshot
 from tests.fakeclock import EPOCH, Harness, subscription
 
 GROUPS = ("g1", "g2")

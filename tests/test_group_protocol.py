@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.group import ClassicGroup, Member
-from coordinator.messages import Protocol
+from coordinator.core.group import ClassicGroup, Member
+from coordinator.core.messages import Protocol
 from protocol.consumer import subscription_topics as parse_subscription_topics
 from tests.fakeclock import Harness, subscription
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.events import RebalanceCompleted, RebalanceStarted
-from coordinator.messages import ErrorCode as E
-from coordinator.records import GroupMetadataKey
+from coordinator.core.events import RebalanceCompleted, RebalanceStarted
+from coordinator.core.messages import ErrorCode as E
+from coordinator.core.records import GroupMetadataKey
 from tests.fakeclock import Harness
 
 

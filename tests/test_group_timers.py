@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator import timers
-from coordinator.core import CoordinatorConfig
-from coordinator.timers import SESSION
+from coordinator.core import timers
+from coordinator.core.coordinator import CoordinatorConfig
+from coordinator.core.timers import SESSION
 from tests.fakeclock import Harness
 
 

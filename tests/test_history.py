@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator import history
-from coordinator.events import (
+from coordinator.core.events import (
     GroupMetadataHashChanged,
     LeaveReason,
     MemberLeft,
@@ -21,7 +20,8 @@ from coordinator.events import (
     RebalanceCause,
     RebalanceStarted,
 )
-from coordinator.history import (
+from coordinator.serve import history
+from coordinator.serve.history import (
     COMMIT_WINDOW_MS,
     HistoryRecorder,
     HistorySettings,

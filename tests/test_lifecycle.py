@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import groups_cli, lifecycle
+from coordinator.serve import lifecycle
+from coordinator.tools import groups as groups_cli
 from tests import durability_util as du
 from tests import ops_util
 from tests import realclients as rc
@@ -83,7 +84,7 @@ async def test_sigterm_with_parked_joins_exits_0_and_restart_recovers(tmp_path: 
         lines = [json.loads(line) for line in first.log().splitlines() if line.strip()]
         assert all({"ts", "level", "logger", "msg"} <= set(line) for line in lines)
         assert any("SIGTERM" in line["msg"] for line in lines)
-        # The rebalance line's fields are keys of its JSON object (coordinator/status.py).
+        # The rebalance line's fields are keys of its JSON object (coordinator/serve/status.py).
         assert any(
             line.get("group_id") == GROUP and line.get("generation_id") == 1 and "cause" in line
             for line in lines

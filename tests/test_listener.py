@@ -1,6 +1,6 @@
 """The epoll listener keeps asyncio's Transport/Protocol contract over real sockets.
 
-coordinator.listener replaces uvloop's per-connection transport on the Kafka port (issue 2's RSS
+serve.listener replaces uvloop's per-connection transport on the Kafka port (issue 2's RSS
 target); these tests hold it to what the server and sidecar protocols rely on: bytes in order both
 ways, write buffering with pause_writing/resume_writing, pause_reading, close after the queued
 writes, abort without them, EOF and resets, a failing protocol closing only its own connection,
@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from coordinator import listener as listener_mod
-from coordinator import server as server_mod
-from coordinator.listener import Listener, start_listener
-from coordinator.server import Server, ServerOptions
-from coordinator.topics import TopicCatalog
+from coordinator.core.topics import TopicCatalog
+from coordinator.serve import listener as listener_mod
+from coordinator.serve import server as server_mod
+from coordinator.serve.listener import Listener, start_listener
+from coordinator.serve.server import Server, ServerOptions
 from tests.realclients import wait_until
 
 pytestmark = pytest.mark.skipif(not hasattr(select, "epoll"), reason="the listener needs epoll")

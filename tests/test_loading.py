@@ -21,16 +21,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.core import CoordinatorConfig, GroupCoordinator
-from coordinator.journal import DiskJournal
-from coordinator.record_codec import (
+from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.record_codec import (
     BatchReplayer,
     RecordDecodeError,
     decode_record,
     encode_key,
     encode_record,
 )
-from coordinator.records import (
+from coordinator.core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -38,6 +37,7 @@ from coordinator.records import (
     OffsetCommitValue,
     Record,
 )
+from coordinator.serve.journal import DiskJournal
 from storage.disk import DiskLog
 from storage.entry import Entry, EntryReader, encode_entry
 from tests.fakeclock import EPOCH, catalog
@@ -262,7 +262,7 @@ def test_entries_and_kv_batches_agree_on_a_segment_file(tmp_path: Path) -> None:
 def test_the_fast_path_is_on() -> None:
     """It turns itself off (everything still loads, slower) if the record shapes change; then
     record_codec's loading path needs updating."""
-    from coordinator import record_codec
+    from coordinator.core import record_codec
 
     assert record_codec._FAST_PATH
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.dump import dump
-from coordinator.record_codec import encode_record
-from coordinator.records import (
+from coordinator.core.record_codec import encode_record
+from coordinator.core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -14,6 +13,7 @@ from coordinator.records import (
     OffsetCommitValue,
     Record,
 )
+from coordinator.tools.dump import dump
 from storage.compaction import segment_name
 from storage.disk import DiskLog
 

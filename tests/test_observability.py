@@ -15,9 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench import wire
-from coordinator import http, metrics
-from coordinator.core import CoordinatorConfig
-from coordinator.events import (
+from coordinator.core.coordinator import CoordinatorConfig
+from coordinator.core.events import (
     GroupCreated,
     JoinPhaseCompleted,
     LeaveReason,
@@ -30,10 +29,11 @@ from coordinator.events import (
     RebalanceCompleted,
     RebalanceStarted,
 )
-from coordinator.journal import DiskJournal
-from coordinator.messages import ErrorCode, Heartbeat, HeartbeatResult, JoinGroup, Protocol
-from coordinator.server import Server, ServerOptions
-from coordinator.topics import TopicCatalog, TopicInfo
+from coordinator.core.messages import ErrorCode, Heartbeat, HeartbeatResult, JoinGroup, Protocol
+from coordinator.core.topics import TopicCatalog, TopicInfo
+from coordinator.serve import http, metrics
+from coordinator.serve.journal import DiskJournal
+from coordinator.serve.server import Server, ServerOptions
 from protocol.consumer import assignment_partitions as decode_assignment
 from storage.disk import DiskLog
 
@@ -141,7 +141,7 @@ def test_request_stats_and_result_errors() -> None:
     assert sample(m, "groupcoord_request_duration_seconds_bucket", api="Metadata", le="1.0") == 1
     assert sample(m, "groupcoord_request_duration_seconds_bucket", api="Metadata", le="+Inf") == 2
     assert sample(m, "groupcoord_request_duration_seconds_sum", api="Metadata") >= 2.0
-    from coordinator.messages import OffsetCommitResult, PartitionError, TopicErrors
+    from coordinator.core.messages import OffsetCommitResult, PartitionError, TopicErrors
 
     ok = OffsetCommitResult((TopicErrors("t", (PartitionError(0, ErrorCode.none),)),))
     bad = OffsetCommitResult((TopicErrors("t", (PartitionError(0, ErrorCode.none),

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.events import RebalanceCause
+from coordinator.core.events import RebalanceCause
 from tests import browser
 from tests.realclients import (
     PARTITIONS,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.core import CoordinatorConfig
-from coordinator.events import GroupDeleted, OffsetsCommitted, OffsetsExpired
-from coordinator.messages import ErrorCode as E
-from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+from coordinator.core.coordinator import CoordinatorConfig
+from coordinator.core.events import GroupDeleted, OffsetsCommitted, OffsetsExpired
+from coordinator.core.messages import ErrorCode as E
+from coordinator.core.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 from tests.fakeclock import EPOCH, Harness
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.record_codec import (
+from coordinator.core.record_codec import (
     GROUPCOORD_GROUP_V100,
     RecordDecodeError,
     decode_group_value,
@@ -20,7 +20,7 @@ from coordinator.record_codec import (
     encode_record,
     encode_value,
 )
-from coordinator.records import (
+from coordinator.core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.core import CoordinatorConfig, GroupCoordinator
-from coordinator.events import GroupDeleted, OffsetsExpired
-from coordinator.records import (
+from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.events import GroupDeleted, OffsetsExpired
+from coordinator.core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,

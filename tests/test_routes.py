@@ -6,9 +6,9 @@ from types import MappingProxyType
 
 import pytest
 
-from coordinator.core import CoordinatorConfig
-from coordinator.server import Server, ServerOptions
-from coordinator.topics import TopicCatalog
+from coordinator.core.coordinator import CoordinatorConfig
+from coordinator.core.topics import TopicCatalog
+from coordinator.serve.server import Server, ServerOptions
 from protocol import apis, codec
 from protocol.codec import RequestHeader
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from coordinator.events import TOPIC_CAUSES
+from coordinator.core.events import TOPIC_CAUSES
 from tests import realclients as rc
 from tests.sidecar_util import (
     RawClient,

@@ -1,4 +1,4 @@
-"""coordinator.rewrite: framing, Produce's acks, the rewritten answers and ApiVersions, for every
+"""sidecar.rewrite: framing, Produce's acks, the rewritten answers and ApiVersions, for every
 version the sidecar offers. Pure: no sockets."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from coordinator import rewrite
-from coordinator.topics import TopicInfo
+from coordinator.core.topics import TopicInfo
+from coordinator.sidecar import rewrite
 from protocol import apis
 from protocol.framing import FrameTooLarge, InvalidFrameSize
 from tests.sidecar_util import decode, kio
@@ -110,7 +110,7 @@ def metadata_frame(version: int, correlation_id: int = 42) -> bytes:
     import importlib
 
     m = importlib.import_module(module)
-    from coordinator.broker import make
+    from coordinator.broker.answers import make
 
     brokers = tuple(make(m.MetadataResponseBroker, node_id=n, host=f"up{n}", port=9092 + n,
                          rack=f"rack{n}") for n in (1, 2, 3))
@@ -159,7 +159,7 @@ def test_topic_infos_from_metadata(version):
 def test_forwarded_find_coordinator_points_at_our_listener(version, node_id):
     import importlib
 
-    from coordinator.broker import make
+    from coordinator.broker.answers import make
 
     m = importlib.import_module(f"kio.schema.find_coordinator.v{version}.response")
     fields = {"node_id": node_id, "host": "up", "port": 9092, "error_code": ErrorCode.none,

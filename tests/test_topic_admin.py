@@ -1,5 +1,5 @@
-"""Topic admin APIs (coordinator.topic_admin) for every advertised version, the refresh signal
-(coordinator.refresh_signal), and the broker answers it changes. Responses are encoded as the
+"""Topic admin APIs (broker.topic_admin) for every advertised version, the refresh signal
+(coordinator.broker.refresh_signal), and the broker answers it changes. Responses are encoded as the
 server sends them and read back with kio; requests are kio entities of each version."""
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from coordinator import broker, topic_admin
-from coordinator.broker import make
-from coordinator.refresh_signal import MAX_GONE, RefreshSignal
-from coordinator.topics import TopicCatalog, TopicInfo, topic_name_error
+from coordinator.broker import answers as broker
+from coordinator.broker import topic_admin
+from coordinator.broker.answers import make
+from coordinator.broker.refresh_signal import MAX_GONE, RefreshSignal
+from coordinator.core.topics import TopicCatalog, TopicInfo, topic_name_error
 from protocol import apis
 from protocol.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
 from tests.test_broker import req_module, request, round_trip, versions

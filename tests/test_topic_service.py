@@ -1,4 +1,4 @@
-"""The server side of topic changes (coordinator.topic_service) over real sockets, in process:
+"""The server side of topic changes (coordinator.serve.topic_service) over real sockets, in process:
 admin replies wait for durability, topics persist in the group log, `Server.topic_changed` is the
 interface the sidecar uses, and a topic change answers parked fetches with NOT_LEADER_OR_FOLLOWER
 until the client re-reads metadata."""
@@ -14,13 +14,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from coordinator.broker import make
-from coordinator.core import CoordinatorConfig
-from coordinator.journal import DiskJournal
-from coordinator.record_codec import encode_record
-from coordinator.records import Record, TopicKey
-from coordinator.server import Server, ServerOptions
-from coordinator.topics import TopicCatalog, TopicInfo, declared_topic
+from coordinator.broker.answers import make
+from coordinator.core.coordinator import CoordinatorConfig
+from coordinator.core.record_codec import encode_record
+from coordinator.core.records import Record, TopicKey
+from coordinator.core.topics import TopicCatalog, TopicInfo, declared_topic
+from coordinator.serve.journal import DiskJournal
+from coordinator.serve.server import Server, ServerOptions
 from protocol import apis
 from storage.disk import DiskLog
 from tests.durability_util import RawConn
@@ -274,9 +274,9 @@ async def test_a_topic_recreated_under_its_name_is_signalled() -> None:
 
 
 def test_log_line_names_the_topic(caplog: Any) -> None:
-    from coordinator.events import GroupMetadataHashChanged
-    from coordinator.events import RebalanceCause as RC
-    from coordinator.topic_service import log_hash_change
+    from coordinator.core.events import GroupMetadataHashChanged
+    from coordinator.core.events import RebalanceCause as RC
+    from coordinator.serve.topic_service import log_hash_change
 
     with caplog.at_level("INFO", logger="groupcoord.topics"):
         log_hash_change(GroupMetadataHashChanged("g", ("orders",), 1, RC.PARTITIONS_ADDED))

@@ -1,4 +1,4 @@
-"""The KIP-1101 trigger on classic groups (coordinator.topic_watch), driven with a fake clock.
+"""The KIP-1101 trigger on classic groups (coordinator.core.topic_watch), driven with a fake clock.
 
 A Stable or CompletingRebalance group whose metadata hash no longer matches its generation's goes
 to PreparingRebalance; groups that do not read the changed topic are not touched; a restart
@@ -11,26 +11,26 @@ import uuid
 import mmh3
 import pytest
 
-from coordinator.core import CoordinatorConfig, GroupCoordinator
-from coordinator.events import (
+from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.events import (
     TOPIC_CAUSES,
     GroupMetadataHashChanged,
     OffsetsDeleted,
     RebalanceCause,
     RebalanceStarted,
 )
-from coordinator.joins import TOPIC_DELETED_LABEL_MS
-from coordinator.messages import ErrorCode
-from coordinator.record_codec import decode_record, encode_record
-from coordinator.records import (
+from coordinator.core.joins import TOPIC_DELETED_LABEL_MS
+from coordinator.core.messages import ErrorCode
+from coordinator.core.record_codec import decode_record, encode_record
+from coordinator.core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     Record,
     TopicKey,
 )
-from coordinator.topichash import group_hash_bytes, topic_hash_bytes
-from coordinator.topics import TopicCatalog, TopicInfo
+from coordinator.core.topichash import group_hash_bytes, topic_hash_bytes
+from coordinator.core.topics import TopicCatalog, TopicInfo
 from tests.fakeclock import EPOCH, Harness, catalog, subscription
 
 E = ErrorCode

@@ -1,4 +1,4 @@
-"""KIP-1101 topic and group hashes (coordinator.topichash): pinned byte layouts and hash values,
+"""KIP-1101 topic and group hashes (core.topichash): pinned byte layouts and hash values,
 each value with an independent source (xxHash's own sanity vectors for XXH3, Guava's known values
 for Murmur3, both recomputed here), the properties seed 002 asks for, and the cache's behaviour."""
 
@@ -13,7 +13,7 @@ import xxhash
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.topichash import (
+from coordinator.core.topichash import (
     HASH_FUNCTIONS,
     TopicHashCache,
     group_hash,
@@ -21,7 +21,7 @@ from coordinator.topichash import (
     topic_hash,
     topic_hash_bytes,
 )
-from coordinator.topics import TopicCatalog, TopicInfo
+from coordinator.core.topics import TopicCatalog, TopicInfo
 
 FOO = TopicInfo(
     "foo",
@@ -196,8 +196,8 @@ def test_murmur3_is_guava_first_64_bits() -> None:
 
 def test_murmur3_values_are_stable_across_processes() -> None:
     code = (
-        "import uuid; from coordinator.topichash import topic_hash, HASH_FUNCTIONS;"
-        "from coordinator.topics import TopicInfo;"
+        "import uuid; from coordinator.core.topichash import topic_hash, HASH_FUNCTIONS;"
+        "from coordinator.core.topics import TopicInfo;"
         f"t = TopicInfo('foo', uuid.UUID(int={FOO.topic_id.int}), 2, {FOO.racks!r});"
         "print(topic_hash(t, HASH_FUNCTIONS['murmur3']))"
     )

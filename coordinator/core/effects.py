@@ -1,0 +1,40 @@
+"""What one call into the core produces, and the core's configuration.
+
+Split out of `core.coordinator` so the core's own modules (`joins`, `offsets`) can use these types
+without importing `core`; `core.coordinator` re-exports every name, which stays the public path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from coordinator.core.events import Event
+from coordinator.core.messages import Result
+from coordinator.core.records import Record
+
+
+@dataclass(slots=True)
+class Effects:
+    replies: list[tuple[int, Result]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    """Kafka's defaults (reference §14)."""
+
+    session_timeout_min_ms: int = 6_000
+    session_timeout_max_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3_000
+    max_group_size: int = 2**31 - 1
+    new_member_join_timeout_ms: int = 300_000  # Kafka's constant, not configurable there
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+    topic_hash: str = "murmur3"  # KIP-1101 topic hash function: murmur3 (seed 002) or xxh3 (4.1)
+
+
+MemberIdFactory = Callable[[str], str]
+"""prefix (client id or group instance id) -> "<prefix>-<uuid4>"."""

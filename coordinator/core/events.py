@@ -1,0 +1,164 @@
+"""Things that happened inside the core, reported in Effects.events.
+
+Metrics, logs and (later) the history log are fed from these; the core never imports
+prometheus_client or logging handlers of its own. Names are in the past tense.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from protocol.frozen import fast_init
+
+
+class RebalanceCause(enum.StrEnum):
+    MEMBER_JOINED = "member_joined"
+    MEMBER_LEFT = "member_left"
+    SESSION_EXPIRED = "session_expired"
+    # A subscribed topic changed (KIP-1101 applied to classic groups), by kind of change. The
+    # coordinator starts the rebalance for all but TOPIC_DELETED, which labels the rebalance the
+    # members start themselves once they notice (coordinator.core.topic_watch says why).
+    PARTITIONS_ADDED = "partitions_added"
+    RACKS_CHANGED = "racks_changed"
+    TOPIC_CREATED = "topic_created"  # a subscribed topic that did not exist appeared
+    TOPIC_RECREATED = "topic_recreated"  # deleted and created again under its name (a new id)
+    TOPIC_DELETED = "topic_deleted"
+    METADATA_CHANGED = "metadata_changed"  # changed while groupcoord was down: which way is unknown
+    PROTOCOL_CHANGED = "protocol_changed"  # a member rejoined with different protocols
+    LEADER_REJOINED = "leader_rejoined"
+    SYNC_EXPIRED = "sync_expired"  # pending-sync timeout: members never sent SyncGroup
+    STATIC_MEMBER_REPLACED = "static_member_replaced"
+    GROUP_MAX_SIZE = "group_max_size"
+    WRITE_FAILED = "write_failed"
+
+
+class LeaveReason(enum.StrEnum):
+    LEFT = "left"  # LeaveGroup
+    EXPIRED = "expired"  # session timeout
+    FENCED = "fenced"  # static member replaced by a new member id
+    NOT_REJOINED = "not_rejoined"  # dynamic member dropped at join completion
+    SYNC_EXPIRED = "sync_expired"  # never sent SyncGroup
+    MAX_SIZE = "max_size"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCreated:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDeleted:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberJoined:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberLeft:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    reason: LeaveReason
+    client_id: str = ""  # who it was, for the history log (coordinator/serve/history.py)
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceStarted:
+    group_id: str
+    cause: RebalanceCause
+    member_id: str | None  # the member that triggered it, if one did
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class JoinPhaseCompleted:
+    group_id: str
+    generation_id: int
+    protocol_name: str | None
+    members: int
+    started_ms: int  # when PreparingRebalance was entered
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceCompleted:
+    """The group reached Stable (or Empty) after a rebalance."""
+
+    group_id: str
+    generation_id: int
+    protocol_name: str | None
+    leader: str | None
+    members: int
+    cause: RebalanceCause
+    started_ms: int
+    join_completed_ms: int
+    now_ms: int
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class OffsetsCommitted:
+    group_id: str
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsExpired:
+    group_id: str
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsDeleted:
+    group_id: str
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataHashChanged:
+    """A Stable or CompletingRebalance group's metadata hash (KIP-1101, core.topichash) no
+    longer matches the one its generation was formed with; a rebalance with `cause` follows, the
+    coordinator's own except for TOPIC_DELETED (see coordinator.core.topic_watch).
+    `topics`: the topic whose change caused it; after a restart, every subscribed topic (the log
+    keeps only the group's combined hash, so which one changed while it was down is unknown)."""
+
+    group_id: str
+    topics: tuple[str, ...]
+    now_ms: int
+    cause: RebalanceCause = RebalanceCause.METADATA_CHANGED
+
+
+Event = (
+    GroupCreated
+    | GroupDeleted
+    | MemberJoined
+    | MemberLeft
+    | RebalanceStarted
+    | JoinPhaseCompleted
+    | RebalanceCompleted
+    | OffsetsCommitted
+    | OffsetsExpired
+    | OffsetsDeleted
+    | GroupMetadataHashChanged
+)
+
+# The causes that are a change of a subscribed topic (groupcoord_topic_hash_rebalances counts them).
+TOPIC_CAUSES = frozenset(
+    {
+        RebalanceCause.PARTITIONS_ADDED,
+        RebalanceCause.RACKS_CHANGED,
+        RebalanceCause.TOPIC_CREATED,
+        RebalanceCause.TOPIC_RECREATED,
+        RebalanceCause.TOPIC_DELETED,
+        RebalanceCause.METADATA_CHANGED,
+    }
+)

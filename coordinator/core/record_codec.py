@@ -1,0 +1,626 @@
+"""Byte encoding of coordinator records, modelled on Kafka's `__consumer_offsets` (reference §12.1).
+
+Key   = int16 record type, then the key fields (Kafka's v0, non-flexible layout):
+        1 OffsetCommit: group string, topic string, partition int32
+        2 GroupMetadata: group string
+        0 LegacyOffsetCommit is read as type 1, as Kafka's loader does.
+        100 Topic (groupcoord's own; types >= 100 are never Kafka's): name string
+Value = int16 value version, then the fields at that version. A tombstone is a key with no value.
+
+Strings are int16 length + UTF-8 (-1 = null); bytes are int32 length + data; arrays int32 count.
+
+Versions written:
+- OffsetCommitValue v3 (offset, leaderEpoch, metadata, commitTimestamp), or v1 when the commit has
+  an explicit expireTimestamp. v1 has no leaderEpoch, so it is stored as -1 -- Kafka does the
+  same, and such commits (request v2-4) never carry a leader epoch.
+- GroupMetadataValue v3 (Kafka's written version) while metadata_hash is 0; otherwise
+  GROUPCOORD_GROUP_V100 = the v3 layout followed by int64 metadata_hash. Versions >= 100 are
+  groupcoord's own, so a Kafka reader fails loudly on them instead of misreading them.
+- TopicValue v0: topic id (16 bytes), partitions int32, then int32 count of rack entries (0 =
+  racks unknown, else one per partition), each an array of rack strings.
+Versions read: OffsetCommitValue v0-v3, GroupMetadataValue v0-v3 and v100, TopicValue v0. To add
+a field, add a new version here (decoders keep every old one) and write the new one.
+
+Loading rules (§12.1): an unknown record type is skipped (`decode_record` returns None, the caller
+warns); a known type with an unknown value version raises RecordDecodeError (loading fails).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any, Protocol
+
+from coordinator.core.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+    RecordKey,
+    RecordValue,
+    TopicKey,
+    TopicValue,
+)
+
+LEGACY_OFFSET_COMMIT_TYPE = 0
+OFFSET_COMMIT_TYPE = 1
+GROUP_METADATA_TYPE = 2
+GROUPCOORD_GROUP_V100 = 100
+TOPIC_TYPE = 100
+
+_H = struct.Struct(">h")
+_I = struct.Struct(">i")
+_Q = struct.Struct(">q")
+_HQ = struct.Struct(">hq")
+_HQI = struct.Struct(">hqi")
+_QQ = struct.Struct(">qq")
+_II = struct.Struct(">ii")
+_OFFSET_TYPE_PREFIX = _H.pack(OFFSET_COMMIT_TYPE)
+_GROUP_TYPE_PREFIX = _H.pack(GROUP_METADATA_TYPE)
+_TOPIC_TYPE_PREFIX = _H.pack(TOPIC_TYPE)
+_NULL_STRING = _H.pack(-1)
+_HQIH = struct.Struct(">hqih")
+_OFFSET_V3_FIXED_BYTES = _HQIH.size + 8
+
+
+class RecordDecodeError(ValueError):
+    """A known record type whose bytes cannot be decoded (unknown version, truncated)."""
+
+
+# -- encoding ------------------------------------------------------------------------------------
+
+_string_cache: dict[str, bytes] = {}
+
+
+def _string(s: str) -> bytes:
+    """int16 length + UTF-8. Group ids and topics repeat on every commit, so they are cached."""
+    b = _string_cache.get(s)
+    if b is None:
+        b = _string_once(s)
+        if len(_string_cache) > 65_536:
+            _string_cache.clear()
+        _string_cache[s] = b
+    return b
+
+
+def _string_once(s: str) -> bytes:
+    """`_string` without the cache, for the per-member strings of a group record (ids, client
+    ids): caching them would hold a second copy of each for every member (~130 bytes a member,
+    measured), and they are written once a rebalance, not once a commit."""
+    data = s.encode()
+    if len(data) > 0x7FFF:
+        raise ValueError("string longer than 32767 bytes")
+    return _H.pack(len(data)) + data
+
+
+def _nullable_string(s: str | None) -> bytes:
+    return _NULL_STRING if s is None else _string(s)
+
+
+def _bytes(b: bytes) -> bytes:
+    return _I.pack(len(b)) + b
+
+
+def encode_key(key: RecordKey) -> bytes:
+    if type(key) is OffsetCommitKey:
+        return b"".join(
+            (_OFFSET_TYPE_PREFIX, _string(key.group_id), _string(key.topic), _I.pack(key.partition))
+        )
+    if type(key) is GroupMetadataKey:
+        return _GROUP_TYPE_PREFIX + _string(key.group_id)
+    if type(key) is TopicKey:
+        return _TOPIC_TYPE_PREFIX + _string(key.name)
+    raise TypeError(f"not a record key: {key!r}")
+
+
+def encode_value(value: RecordValue) -> bytes:
+    if type(value) is OffsetCommitValue:
+        return _encode_offset_value(value)
+    if type(value) is GroupMetadataValue:
+        return _encode_group_value(value)
+    if type(value) is TopicValue:
+        return _encode_topic_value(value)
+    raise TypeError(f"not a record value: {value!r}")
+
+
+def _encode_offset_value(v: OffsetCommitValue) -> bytes:
+    meta = v.metadata.encode()
+    if v.expire_timestamp_ms is None:  # v3
+        return b"".join(
+            (_HQI.pack(3, v.offset, v.leader_epoch), _H.pack(len(meta)), meta,
+             _Q.pack(v.commit_timestamp_ms))
+        )  # fmt: skip
+    return b"".join(  # v1
+        (_HQ.pack(1, v.offset), _H.pack(len(meta)), meta,
+         _QQ.pack(v.commit_timestamp_ms, v.expire_timestamp_ms))
+    )  # fmt: skip
+
+
+def _encode_group_value(v: GroupMetadataValue) -> bytes:
+    version = 3 if v.metadata_hash == 0 else GROUPCOORD_GROUP_V100
+    parts = [
+        _H.pack(version),
+        _string(v.protocol_type),
+        _I.pack(v.generation_id),
+        _nullable_string(v.protocol_name),
+        _NULL_STRING if v.leader is None else _string_once(v.leader),
+        _Q.pack(v.current_state_timestamp_ms),
+        _I.pack(len(v.members)),
+    ]
+    for m in v.members:
+        parts += (
+            _string_once(m.member_id),
+            _NULL_STRING if m.group_instance_id is None else _string_once(m.group_instance_id),
+            _string_once(m.client_id),
+            _string(m.client_host),
+            _II.pack(m.rebalance_timeout_ms, m.session_timeout_ms),
+            _bytes(m.subscription),
+            _bytes(m.assignment),
+        )
+    if version == GROUPCOORD_GROUP_V100:
+        parts.append(_Q.pack(v.metadata_hash))
+    return b"".join(parts)
+
+
+def _encode_topic_value(v: TopicValue) -> bytes:
+    if len(v.topic_id) != 16:
+        raise ValueError("a topic id is 16 bytes")
+    parts = [_H.pack(0), v.topic_id, _II.pack(v.partitions, len(v.racks))]
+    for racks in v.racks:
+        parts.append(_I.pack(len(racks)))
+        parts.extend(_string(r) for r in racks)
+    return b"".join(parts)
+
+
+def encode_record(record: Record) -> tuple[bytes, bytes | None]:
+    """(key bytes, value bytes or None for a tombstone): what `storage` appends."""
+    value = None if record.value is None else encode_value(record.value)
+    return encode_key(record.key), value
+
+
+# -- decoding ------------------------------------------------------------------------------------
+
+
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes, pos: int) -> None:
+        self.buf = buf
+        self.pos = pos
+
+    def _take(self, n: int) -> bytes:
+        end = self.pos + n
+        if n < 0 or end > len(self.buf):
+            raise RecordDecodeError("truncated record")
+        data = self.buf[self.pos : end]
+        self.pos = end
+        return data
+
+    def int16(self) -> int:
+        v: int = _H.unpack(self._take(2))[0]
+        return v
+
+    def int32(self) -> int:
+        v: int = _I.unpack(self._take(4))[0]
+        return v
+
+    def int64(self) -> int:
+        v: int = _Q.unpack(self._take(8))[0]
+        return v
+
+    def nullable_string(self) -> str | None:
+        n = self.int16()
+        if n == -1:
+            return None
+        try:
+            return self._take(n).decode()
+        except UnicodeDecodeError as e:
+            raise RecordDecodeError(str(e)) from e
+
+    def string(self) -> str:
+        s = self.nullable_string()
+        if s is None:
+            raise RecordDecodeError("null where a string is required")
+        return s
+
+    def bytes_(self) -> bytes:
+        return self._take(self.int32())
+
+    def done(self) -> None:
+        if self.pos != len(self.buf):
+            raise RecordDecodeError(f"{len(self.buf) - self.pos} trailing bytes")
+
+
+def record_type(key: bytes) -> int:
+    if len(key) < 2:
+        raise RecordDecodeError("key shorter than its record type")
+    t: int = _H.unpack_from(key)[0]
+    return t
+
+
+def decode_key(key: bytes) -> RecordKey | None:
+    """The key, or None for a record type this coordinator does not know (skip it, §12.1)."""
+    t = record_type(key)
+    if t in (OFFSET_COMMIT_TYPE, LEGACY_OFFSET_COMMIT_TYPE):
+        r = _Reader(key, 2)
+        k: RecordKey = OffsetCommitKey(r.string(), r.string(), r.int32())
+    elif t == GROUP_METADATA_TYPE:
+        r = _Reader(key, 2)
+        k = GroupMetadataKey(r.string())
+    elif t == TOPIC_TYPE:
+        r = _Reader(key, 2)
+        k = TopicKey(r.string())
+    else:
+        return None
+    r.done()
+    return k
+
+
+def decode_offset_value(value: bytes) -> OffsetCommitValue:
+    r = _Reader(value, 0)
+    version = r.int16()
+    if version not in (0, 1, 2, 3):
+        raise RecordDecodeError(f"unknown OffsetCommitValue version {version}")
+    offset = r.int64()
+    leader_epoch = r.int32() if version >= 3 else -1
+    metadata = r.string()
+    commit_ts = r.int64()
+    expire_ts = r.int64() if version == 1 else None
+    r.done()
+    return OffsetCommitValue(offset, leader_epoch, metadata, commit_ts, expire_ts)
+
+
+def decode_group_value(value: bytes) -> GroupMetadataValue:
+    try:
+        return _decode_group_value(value)
+    except (struct.error, UnicodeDecodeError) as e:  # a fixed-size field ran past the end
+        raise RecordDecodeError(f"bad GroupMetadataValue: {e}") from e
+
+
+def _text_at(buf: bytes, pos: int) -> tuple[str | None, int]:
+    """A nullable string at pos and the position after it (loading speed: no reader object)."""
+    (n,) = _H.unpack_from(buf, pos)
+    pos += 2
+    end = pos + n
+    if n < 0 or end > len(buf):
+        if n == -1:
+            return None, pos
+        raise RecordDecodeError("truncated record")
+    return buf[pos:end].decode(), end
+
+
+def _bytes_at(buf: bytes, pos: int) -> tuple[bytes, int]:
+    (n,) = _I.unpack_from(buf, pos)
+    pos += 4
+    end = pos + n
+    if n < 0 or end > len(buf):
+        raise RecordDecodeError("truncated record")
+    return buf[pos:end], end
+
+
+def _decode_group_value(buf: bytes) -> GroupMetadataValue:
+    """Struct reads at explicit positions (the fields are read once each, in order); a short
+    buffer raises struct.error, which `decode_group_value` reports as RecordDecodeError."""
+    (version,) = _H.unpack_from(buf)
+    if version not in (0, 1, 2, 3, GROUPCOORD_GROUP_V100):
+        raise RecordDecodeError(f"unknown GroupMetadataValue version {version}")
+    protocol_type, pos = _text_at(buf, 2)
+    (generation,) = _I.unpack_from(buf, pos)
+    protocol, pos = _text_at(buf, pos + 4)
+    leader, pos = _text_at(buf, pos)
+    state_ts = -1
+    if version >= 2:
+        (state_ts,) = _Q.unpack_from(buf, pos)
+        pos += 8
+    (count,) = _I.unpack_from(buf, pos)
+    pos += 4
+    if protocol_type is None or count < 0 or count > len(buf):
+        raise RecordDecodeError(f"bad group value: protocol type {protocol_type}, {count} members")
+    members = []
+    for _ in range(count):
+        member_id, pos = _text_at(buf, pos)
+        instance_id = None
+        if version >= 3:
+            instance_id, pos = _text_at(buf, pos)
+        client_id, pos = _text_at(buf, pos)
+        client_host, pos = _text_at(buf, pos)
+        if version >= 1:
+            rebalance_timeout, session_timeout = _II.unpack_from(buf, pos)
+            pos += 8
+        else:  # v0 has none; Kafka uses the session timeout (§12.3)
+            (session_timeout,) = _I.unpack_from(buf, pos)
+            rebalance_timeout = session_timeout
+            pos += 4
+        subscription, pos = _bytes_at(buf, pos)
+        assignment, pos = _bytes_at(buf, pos)
+        if member_id is None or client_id is None or client_host is None:
+            raise RecordDecodeError("null where a string is required")
+        members.append(
+            MemberMetadata(
+                member_id, instance_id, client_id, client_host, rebalance_timeout,
+                session_timeout, subscription, assignment,
+            )
+        )  # fmt: skip
+    metadata_hash = 0
+    if version == GROUPCOORD_GROUP_V100:
+        (metadata_hash,) = _Q.unpack_from(buf, pos)
+        pos += 8
+    if pos != len(buf):
+        raise RecordDecodeError(f"{len(buf) - pos} trailing bytes")
+    return GroupMetadataValue(
+        protocol_type, generation, protocol, leader, state_ts, tuple(members), metadata_hash
+    )
+
+
+def decode_topic_value(value: bytes) -> TopicValue:
+    r = _Reader(value, 0)
+    version = r.int16()
+    if version != 0:
+        raise RecordDecodeError(f"unknown TopicValue version {version}")
+    topic_id = r._take(16)
+    partitions = r.int32()
+    count = r.int32()
+    if partitions < 0 or count not in (0, partitions):
+        raise RecordDecodeError(f"bad topic value: {partitions} partitions, {count} rack entries")
+    racks = []
+    for _ in range(count):
+        n = r.int32()
+        if n < 0 or n > len(value):
+            raise RecordDecodeError(f"bad rack count {n}")
+        racks.append(tuple(r.string() for _ in range(n)))
+    r.done()
+    return TopicValue(topic_id, partitions, tuple(racks))
+
+
+def decode_record(key: bytes, value: bytes | None) -> Record | None:
+    """The record, or None when its type is unknown (the caller skips it with a warning)."""
+    if value is not None and key[:2] == _OFFSET_TYPE_PREFIX:
+        fast = _fast_offset_record(key, value)
+        if fast is not None:
+            return fast
+    k = decode_key(key)
+    if k is None:
+        return None
+    if value is None:
+        return Record(k, None)
+    if type(k) is OffsetCommitKey:
+        return Record(k, decode_offset_value(value))
+    if type(k) is TopicKey:
+        return Record(k, decode_topic_value(value))
+    return Record(k, decode_group_value(value))
+
+
+# -- the loading fast path -----------------------------------------------------------------------
+# Loading speed is dominated by building frozen dataclasses (their __init__ goes through
+# object.__setattr__ per field). The offset-commit record is by far the most common, so it is built
+# through the slot descriptors directly -- the same objects, about three times faster. If the record
+# shapes change (a field is added), `_builder` falls back to the class's own __init__.
+
+
+_OFFSET_KEY_FIELDS = ("group_id", "topic", "partition")
+_OFFSET_VALUE_FIELDS = (
+    "offset", "leader_epoch", "metadata", "commit_timestamp_ms", "expire_timestamp_ms"
+)  # fmt: skip
+
+
+def _shapes_unchanged() -> bool:
+    return (
+        tuple(f.name for f in fields(OffsetCommitKey)) == _OFFSET_KEY_FIELDS
+        and tuple(f.name for f in fields(OffsetCommitValue)) == _OFFSET_VALUE_FIELDS
+        and tuple(f.name for f in fields(Record)) == ("key", "value")
+    )
+
+
+def _make_fast_decoder() -> Callable[[bytes, bytes], Record | None]:
+    """Build `_fast_offset_record` with every lookup bound locally (this is the hot loop)."""
+    new = object.__new__
+    k1, k2, k3 = (getattr(OffsetCommitKey, n).__set__ for n in _OFFSET_KEY_FIELDS)
+    v1, v2, v3, v4, v5 = (getattr(OffsetCommitValue, n).__set__ for n in _OFFSET_VALUE_FIELDS)
+    r1, r2 = (getattr(Record, n).__set__ for n in ("key", "value"))
+    unpack_head, unpack_q, unpack_i = _HQIH.unpack_from, _Q.unpack_from, _I.unpack_from
+    head_size, fixed = _HQIH.size, _OFFSET_V3_FIXED_BYTES
+    cache = _prefix_cache
+    fast = _shapes_unchanged()
+
+    def decode(key: bytes, value: bytes) -> Record | None:
+        """A type-1 key with a v3 value, or None to take the general path (it reports errors)."""
+        if len(value) < fixed or len(key) < 10:
+            return None
+        version, offset, leader_epoch, meta_len = unpack_head(value)
+        if version != 3 or meta_len < 0 or len(value) != fixed + meta_len:
+            return None
+        prefix = key[2:-4]
+        pair = cache.get(prefix)
+        if pair is None:
+            pair = _group_and_topic(prefix)
+            if pair is None:
+                return None
+        if meta_len:
+            try:
+                metadata = value[head_size : head_size + meta_len].decode()
+            except UnicodeDecodeError:
+                return None
+        else:
+            metadata = ""
+        (commit_ts,) = unpack_q(value, head_size + meta_len)
+        (partition,) = unpack_i(key, len(key) - 4)
+        if not fast:
+            return Record(
+                OffsetCommitKey(pair[0], pair[1], partition),
+                OffsetCommitValue(offset, leader_epoch, metadata, commit_ts, None),
+            )
+        k = new(OffsetCommitKey)
+        k1(k, pair[0])
+        k2(k, pair[1])
+        k3(k, partition)
+        v = new(OffsetCommitValue)
+        v1(v, offset)
+        v2(v, leader_epoch)
+        v3(v, metadata)
+        v4(v, commit_ts)
+        v5(v, None)
+        rec: Record = new(Record)
+        r1(rec, k)
+        r2(rec, v)
+        return rec
+
+    return decode
+
+
+_prefix_cache: dict[bytes, tuple[str, str]] = {}
+
+
+def _group_and_topic(prefix: bytes) -> tuple[str, str] | None:
+    """Decode the (group, topic) strings that make up a whole key prefix, cached."""
+    cached = _prefix_cache.get(prefix)
+    if cached is not None:
+        return cached
+    try:
+        r = _Reader(prefix, 0)
+        pair = (r.string(), r.string())
+        r.done()
+    except RecordDecodeError:
+        return None
+    if len(_prefix_cache) > 65_536:
+        _prefix_cache.clear()
+    _prefix_cache[prefix] = pair
+    return pair
+
+
+_fast_offset_record = _make_fast_decoder()
+
+
+# -- loading a batch -----------------------------------------------------------------------------
+
+
+class ReplayTarget(Protocol):
+    """What `BatchReplayer` loads into: GroupCoordinator."""
+
+    def replay(self, record: Record) -> None: ...
+
+    def loading_partitions(self, group_id: str, topic: str) -> dict[int, OffsetCommitValue]: ...
+
+
+class BatchReplayer:
+    """Decode records and apply them to a target in log order, a batch of entries at a time.
+
+    Almost every record of a log is an OffsetCommit v3 value, so those take a fused path: no
+    Record or key object is built; the value goes straight into the (group, topic) partition table
+    that `target.loading_partitions` handed out for that key prefix, which is exactly what
+    `target.replay` would do with it. Every other record (group metadata, tombstones, older value
+    versions, types added later) goes through `decode_record` and `target.replay`. A cached table
+    may be dropped from the target by a tombstone (an emptied table, a deleted group that the next
+    offset must re-create), so any record other than a group or offset value clears the cache.
+
+    Errors are those of `decode_record`: an unknown type is skipped and counted, a known type that
+    does not decode raises RecordDecodeError.
+    """
+
+    __slots__ = ("_tables", "applied", "skipped", "target")
+
+    def __init__(self, target: ReplayTarget) -> None:
+        self.target = target
+        self._tables: dict[bytes, dict[int, OffsetCommitValue]] = {}
+        self.applied = 0
+        self.skipped = 0
+
+    def replay_batch(self, keys: list[bytes], values: list[bytes | None]) -> None:
+        tables = self._tables
+        find_table = tables.get
+        unpack_bare, unpack_head = _OFFSET_V3_BARE.unpack_from, _HQIH.unpack_from
+        unpack_q, unpack_i = _Q.unpack_from, _I.unpack_from
+        head_size, bare = _HQIH.size, _OFFSET_V3_FIXED_BYTES
+        new, builder, frozen = object.__new__, _OffsetValueBuilder, OffsetCommitValue
+        slow = self._replay_one
+        skipped = self.skipped
+        if not _FAST_PATH:
+            tables.clear()  # every lookup misses: the general path for all
+        for key, value in zip(keys, values, strict=True):
+            table = find_table(key[:-4])
+            if table is not None and value is not None:
+                n = len(value)
+                if n == bare:  # no metadata, the usual commit: one unpack
+                    version, offset, leader_epoch, meta_len, commit_ts = unpack_bare(value)
+                    metadata: str | None = "" if meta_len == 0 else None
+                elif n > bare:
+                    version, offset, leader_epoch, meta_len = unpack_head(value)
+                    metadata = None
+                    if n == bare + meta_len:
+                        (commit_ts,) = unpack_q(value, head_size + meta_len)
+                        try:
+                            metadata = value[head_size : head_size + meta_len].decode()
+                        except UnicodeDecodeError:
+                            metadata = None  # the general path reports it
+                else:
+                    metadata = None
+                if metadata is not None and version == 3:
+                    v = new(builder)
+                    v.offset = offset
+                    v.leader_epoch = leader_epoch
+                    v.metadata = metadata
+                    v.commit_timestamp_ms = commit_ts
+                    v.expire_timestamp_ms = None
+                    v.__class__ = frozen  # type: ignore[assignment]
+                    table[unpack_i(key, len(key) - 4)[0]] = v  # type: ignore[assignment]
+                    continue
+            if not slow(key, value):
+                skipped += 1
+        self.applied += len(keys) - (skipped - self.skipped)
+        self.skipped = skipped
+
+    def _replay_one(self, key: bytes, value: bytes | None) -> bool:
+        """The general path; False when the record's type is unknown (skipped)."""
+        record = decode_record(key, value)
+        if record is None:
+            return False
+        k, v = record.key, record.value
+        if type(k) is OffsetCommitKey and type(v) is OffsetCommitValue:
+            table = self.target.loading_partitions(k.group_id, k.topic)
+            table[k.partition] = v
+            if _FAST_PATH:
+                self._tables[key[:-4]] = table
+            return True
+        self.target.replay(record)
+        if v is None or type(k) is not GroupMetadataKey:
+            self._tables.clear()
+        return True
+
+
+class _OffsetValueBuilder:
+    """OffsetCommitValue's slots, writable: the loading path fills one in and turns it into an
+    OffsetCommitValue by assigning `__class__`, which CPython allows between classes of the same
+    slot layout. The frozen dataclass's own __init__ goes through object.__setattr__ per field;
+    this builds the same object (equal, hashable, frozen) in under half the time. Building the
+    value was the largest single cost of loading an offset (§12.3 wants loading fast)."""
+
+    __slots__ = _OFFSET_VALUE_FIELDS
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int | None
+
+
+def _builder_works() -> bool:
+    """The fused path is on only if the record shapes are the ones it builds, and the class
+    switch gives exactly what the constructor gives."""
+    if not _shapes_unchanged() or OffsetCommitValue.__slots__ != _OFFSET_VALUE_FIELDS:
+        return False
+    v: Any = object.__new__(_OffsetValueBuilder)
+    v.offset, v.leader_epoch, v.metadata = 7, 3, "m"
+    v.commit_timestamp_ms, v.expire_timestamp_ms = 11, None
+    try:
+        v.__class__ = OffsetCommitValue
+    except TypeError:
+        return False
+    want = OffsetCommitValue(7, 3, "m", 11, None)
+    return type(v) is OffsetCommitValue and v == want and hash(v) == hash(want)
+
+
+_OFFSET_V3_BARE = struct.Struct(">hqihq")  # OffsetCommitValue v3 with empty metadata
+_FAST_PATH = _builder_works()

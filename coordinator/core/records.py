@@ -1,0 +1,87 @@
+"""What the coordinator persists: key/value records modelled on Kafka's `__consumer_offsets`.
+
+A record is a key and a value; a value of None is a tombstone. Keys are designed for compaction,
+as Kafka's are: one key per group (its latest full snapshot wins) and one per
+(group, topic, partition) offset. Replaying the records in order rebuilds the durable state
+(reference §12.3): a GroupMetadata value with members restores a Stable group, one without members
+an Empty group; an offset value replaces the previous one; tombstones delete.
+
+This module is pure: the byte encoding for the log lives beside the types (`storage` frames them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.frozen import fast_init
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes  # the member's metadata for the selected protocol
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str  # "" = none (simple group)
+    generation_id: int
+    protocol_name: str | None
+    leader: str | None
+    current_state_timestamp_ms: int  # wall clock, epoch ms; -1 = none
+    members: tuple[MemberMetadata, ...]
+    metadata_hash: int = 0  # KIP-1101 group metadata hash (filled in by the topic-hash work)
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    group_id: str
+    topic: str
+    partition: int
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class OffsetCommitValue:
+    offset: int
+    leader_epoch: int  # -1 = none
+    metadata: str
+    commit_timestamp_ms: int  # wall clock, epoch ms
+    expire_timestamp_ms: int | None  # only for v2-4 commits with an explicit retention
+
+
+@dataclass(frozen=True, slots=True)
+class TopicKey:
+    """groupcoord's own record (type >= 100): a topic of the catalog (coordinator.core.topics)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicValue:
+    topic_id: bytes  # the 16 bytes of the Kafka Uuid (msb then lsb, big-endian)
+    partitions: int
+    racks: tuple[tuple[str, ...], ...]  # per partition, the replicas' racks; () = unknown
+
+
+RecordKey = GroupMetadataKey | OffsetCommitKey | TopicKey
+RecordValue = GroupMetadataValue | OffsetCommitValue | TopicValue
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class Record:
+    key: RecordKey
+    value: RecordValue | None  # None = tombstone

@@ -1,0 +1,502 @@
+"""Configuration: ONE declarative table of settings, from which everything else is derived.
+
+Each `Setting` row names a value once (`session_timeout_min_ms`); from it come
+- the command-line flag `--session-timeout-min-ms` (documented in `groupcoord serve --help` with
+  its default and its environment variable),
+- the environment variable `GROUPCOORD_SESSION_TIMEOUT_MIN_MS`,
+- the TOML key `session_timeout_min_ms` (top level of the `--config FILE`; `-` may stand for `_`).
+
+Precedence: flag > environment > file > default. A list setting (`topic`) is taken whole from the
+highest source that sets it, never merged across sources.
+
+Invariants:
+- A value is converted and validated where it came from; the first bad value raises
+  `ConfigError`, whose text is one line naming the setting as the user wrote it (the flag, the
+  environment variable, or the key and file) and what is wrong. The CLI prints it and exits 2.
+- Flags reach argparse as strings (no `type=`), so a bad number is our one-line error, not
+  argparse's usage dump.
+- Unknown keys in the file are errors (a typo must not be silently ignored); unknown `GROUPCOORD_*`
+  environment variables are ignored (the environment is shared with other tools).
+
+To add a knob: append a `Setting` to `SETTINGS` (and, if it relates to another, a check to
+`CROSS_CHECKS`), then read it from the resolved `Settings` in coordinator/cli.py as
+`settings.<name>`. README's configuration table is regenerated with
+`python -m coordinator.serve.config --readme README.md` (tests/test_config.py checks it is current).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from coordinator.core.effects import CoordinatorConfig
+from coordinator.serve.addresses import parse_host_port, parse_upstream
+
+Kind = Literal["str", "int", "bool", "list"]
+Value = str | int | bool | tuple[str, ...] | None
+Source = Literal["default", "file", "env", "flag"]
+
+ENV_PREFIX = "GROUPCOORD_"
+CONFIG_ENV = "GROUPCOORD_CONFIG"
+
+
+class ConfigError(ValueError):
+    """A bad setting. `str()` is the one line the CLI prints."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str
+    kind: Kind
+    default: Value
+    help: str
+    check: Callable[[Any], None] | None = None  # raises ValueError(reason) on a bad value
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    default_text: str | None = None  # how --help shows a default the raw value does not explain
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+    def shown_default(self) -> str:
+        if self.default_text is not None:
+            return self.default_text
+        if isinstance(self.default, tuple):
+            return "none" if not self.default else ",".join(self.default)
+        if isinstance(self.default, bool):
+            return "on" if self.default else "off"
+        return repr(self.default) if self.default == "" else str(self.default)
+
+
+# -- validators: each raises ValueError with the reason, the caller adds the setting's name ------
+
+
+def at_least(low: int) -> Callable[[int], None]:
+    def check(value: int) -> None:
+        if value < low:
+            raise ValueError(f"must be >= {low}, got {value}")
+
+    return check
+
+
+def host_port(value: str) -> None:
+    parse_host_port(value)
+
+
+def host_port_or_off(value: str) -> None:
+    if value:
+        parse_host_port(value)
+
+
+def _fsync_policy(value: str) -> None:
+    from storage.disk import parse_policy
+
+    parse_policy(value)
+
+
+def _topics(value: tuple[str, ...]) -> None:
+    from coordinator.core.topics import parse_topic_spec
+
+    seen: set[str] = set()
+    for spec in value:
+        name, _ = parse_topic_spec(spec)
+        if name in seen:
+            raise ValueError(f"topic {name!r} declared twice")
+        seen.add(name)
+
+
+def _upstream(value: str) -> None:
+    if value:
+        parse_upstream(value)
+
+
+def _not_empty(value: str) -> None:
+    if not value:
+        raise ValueError("must not be empty")
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level(value: str) -> None:
+    if value.upper() not in _LOG_LEVELS:
+        raise ValueError(f"must be one of {', '.join(_LOG_LEVELS)}, got {value!r}")
+
+
+# -- the table ----------------------------------------------------------------------------------
+# Defaults follow Kafka's broker defaults (reference §14) where Kafka has the knob.
+
+SETTINGS: list[Setting] = [
+    Setting("listen", "str", "127.0.0.1:9092", "HOST:PORT to accept Kafka clients on", host_port,
+            metavar="HOST:PORT"),
+    Setting("advertised_host", "str", None, "host put in Metadata/FindCoordinator answers",
+            metavar="HOST", default_text="the listen host"),
+    Setting("data_dir", "str", "./data", "directory of the group log", _not_empty, metavar="DIR"),
+    Setting("fsync", "str", "always",
+            "'always' (a reply waits for the fsync of its records; concurrent writes share one) "
+            "or 'interval:<ms>' (a reply waits for the OS write; fsync within <ms>)",
+            _fsync_policy, metavar="POLICY"),
+    Setting("topic", "list", (), "declare a topic NAME:PARTITIONS (flag repeatable; env "
+            "comma-separated; TOML array)", _topics, metavar="NAME:PARTITIONS"),
+    Setting("session_timeout_min_ms", "int", 6_000, "group.min.session.timeout.ms", at_least(1),
+            metavar="MS"),
+    Setting("session_timeout_max_ms", "int", 1_800_000, "group.max.session.timeout.ms",
+            at_least(1), metavar="MS"),
+    Setting("initial_rebalance_delay_ms", "int", 3_000, "group.initial.rebalance.delay.ms",
+            at_least(0), metavar="MS"),
+    Setting("max_group_size", "int", 2**31 - 1, "group.max.size", at_least(1), metavar="N"),
+    Setting("max_frame_bytes", "int", 100 * 1024 * 1024,
+            "largest request (socket.request.max.bytes); a larger one closes the connection",
+            at_least(64), metavar="BYTES"),
+    Setting("offsets_retention_minutes", "int", 10_080,
+            "offsets.retention.minutes: committed offsets of an empty group expire after this",
+            at_least(1), metavar="MIN"),
+    Setting("offsets_retention_check_interval_ms", "int", 600_000,
+            "offsets.retention.check.interval.ms", at_least(1), metavar="MS"),
+    Setting("history", "bool", True,
+            "record group history (rebalances, members, commits) in DATA_DIR/history for "
+            "`groupcoord audit`"),
+    Setting("history_retention_ms", "int", 7 * 24 * 3_600_000,
+            "delete history segments last written longer ago than this", at_least(1),
+            metavar="MS"),
+    Setting("history_retention_bytes", "int", 1 << 30,
+            "keep the history log under this size (oldest segments go first)", at_least(4096),
+            metavar="BYTES"),
+    Setting("history_segment_bytes", "int", 16 << 20,
+            "history segment size (at most a quarter of the retention size)", at_least(4096),
+            metavar="BYTES"),
+    Setting("topic_hash", "str", "murmur3", "hash of topic metadata used to detect changes",
+            choices=("murmur3", "xxh3")),
+    Setting("upstream", "str", "",
+            "sidecar mode: the upstream Kafka-compatible cluster's bootstrap brokers; produce, "
+            "fetch and all but the group APIs are forwarded there ('' = standalone)",
+            _upstream, metavar="HOST:PORT[,HOST:PORT...]", default_text="off"),
+    Setting("broker_port_base", "int", 0,
+            "sidecar mode: clients reach upstream broker N on local port BASE+N "
+            "(0 = an ephemeral port per broker)", at_least(0), metavar="PORT"),
+    Setting("upstream_refresh_ms", "int", 2_000,
+            "sidecar mode: how often topic metadata is re-read from upstream", at_least(10),
+            metavar="MS"),
+    Setting("lag_interval_ms", "int", 10_000,
+            "sidecar mode with --metrics-per-group: how often consumer lag is measured upstream",
+            at_least(100), metavar="MS"),
+    Setting("metrics_listen", "str", "127.0.0.1:9108",
+            "HOST:PORT for /metrics, /healthz, /readyz and the status page ('' = off)",
+            host_port_or_off, metavar="HOST:PORT"),
+    Setting("metrics_per_group", "bool", False,
+            "export per-group series (group ids are unbounded: off by default)"),
+    Setting("shutdown_timeout_ms", "int", 10_000,
+            "on SIGTERM, how long to wait for in-flight work before exiting anyway",
+            at_least(0), metavar="MS"),
+    Setting("log_level", "str", "INFO", "DEBUG, INFO, WARNING or ERROR", _log_level,
+            metavar="LEVEL"),
+    Setting("log_format", "str", "plain", "stderr log lines: plain text or one JSON object each",
+            choices=("plain", "json")),
+]  # fmt: skip
+
+
+def _session_bounds(s: Settings) -> None:
+    if s.session_timeout_max_ms < s.session_timeout_min_ms:
+        raise s.error(
+            "session_timeout_max_ms",
+            f"must be >= session_timeout_min_ms ({s.session_timeout_min_ms}), "
+            f"got {s.session_timeout_max_ms}",
+        )
+
+
+CROSS_CHECKS: list[Callable[[Settings], None]] = [_session_bounds]
+
+
+# -- resolution ---------------------------------------------------------------------------------
+
+
+class Settings:
+    """Resolved values (`settings.listen`) and where each came from (`settings.origin(name)`)."""
+
+    def __init__(self, table: Sequence[Setting]) -> None:
+        self._table = {s.name: s for s in table}
+        self._values: dict[str, Value] = {s.name: s.default for s in table}
+        self._sources: dict[str, Source] = dict.fromkeys(self._values, "default")
+        self.config_file: str | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # not a setting; also keeps copy/pickle from recursing
+            raise AttributeError(name)
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, name: str) -> Value:
+        return self._values[name]
+
+    def set(self, name: str, value: Value, source: Source) -> None:
+        self._values[name] = value
+        self._sources[name] = source
+
+    def source(self, name: str) -> Source:
+        return self._sources[name]
+
+    def origin(self, name: str) -> str:
+        """The setting as the user wrote it: '--listen', 'GROUPCOORD_LISTEN', 'listen in F'."""
+        setting = self._table[name]
+        match self._sources[name]:
+            case "flag":
+                return setting.flag
+            case "env":
+                return setting.env
+            case "file":
+                return f"{setting.key} in {self.config_file}"
+            case _:
+                return f"{setting.name} (default)"
+
+    def error(self, name: str, reason: str) -> ConfigError:
+        return ConfigError(f"{self.origin(name)}: {reason}")
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self._table)
+
+    def items(self) -> list[tuple[Setting, Value, Source]]:
+        return [(s, self._values[s.name], self._sources[s.name]) for s in self._table.values()]
+
+
+def coordinator_config(settings: Settings) -> CoordinatorConfig:
+    """The core's configuration, from the settings table: every CoordinatorConfig field that is a
+    setting of the same name, plus offsets_retention_ms (the setting is Kafka's
+    offsets.retention.minutes). Fields that are no setting keep the core's default (Kafka's
+    constants, e.g. new_member_join_timeout_ms). A test checks the defaults agree."""
+    values: dict[str, Any] = {
+        f.name: settings[f.name] for f in fields(CoordinatorConfig) if f.name in settings.names()
+    }
+    values["offsets_retention_ms"] = int(settings.offsets_retention_minutes) * 60_000
+    return CoordinatorConfig(**values)
+
+
+def add_arguments(parser: argparse.ArgumentParser, table: Sequence[Setting] = SETTINGS) -> None:
+    """One flag per setting, plus --config. Defaults are SUPPRESS so a flag not given is absent
+    from the namespace and lower-precedence sources show through."""
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help=f"TOML file of settings (keys as below, without '--'; env {CONFIG_ENV})",
+    )
+    for s in table:
+        text = f"{s.help} (default: {s.shown_default()}; env {s.env})".replace("%", "%%")
+        if s.kind == "bool":
+            parser.add_argument(
+                s.flag,
+                dest=s.name,
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=text,
+            )
+        elif s.kind == "list":
+            parser.add_argument(
+                s.flag,
+                dest=s.name,
+                action="append",
+                metavar=s.metavar,
+                default=argparse.SUPPRESS,
+                help=text,
+            )
+        else:
+            parser.add_argument(
+                s.flag,
+                dest=s.name,
+                metavar=s.metavar or ("{" + ",".join(s.choices) + "}" if s.choices else None),
+                default=argparse.SUPPRESS,
+                help=text,
+            )
+
+
+def _from_string(s: Setting, raw: str) -> Value:
+    """A flag's or an environment variable's text -> the setting's type."""
+    match s.kind:
+        case "str":
+            return raw
+        case "int":
+            try:
+                return int(raw.replace("_", ""))
+            except ValueError:
+                raise ValueError(f"expected an integer, got {raw!r}") from None
+        case "bool":
+            lowered = raw.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(f"expected true or false, got {raw!r}")
+        case "list":
+            return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _from_toml(s: Setting, raw: object) -> Value:
+    """A TOML value -> the setting's type; TOML is typed, so the type must already match."""
+    match s.kind:
+        case "str":
+            if isinstance(raw, str):
+                return raw
+            raise ValueError(f"expected a string, got {raw!r}")
+        case "int":
+            if isinstance(raw, int) and not isinstance(raw, bool):
+                return raw
+            raise ValueError(f"expected an integer, got {raw!r}")
+        case "bool":
+            if isinstance(raw, bool):
+                return raw
+            raise ValueError(f"expected true or false, got {raw!r}")
+        case "list":
+            if isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+                return tuple(raw)
+            raise ValueError(f"expected an array of strings, got {raw!r}")
+
+
+def _validate(s: Setting, value: Value) -> None:
+    if value is None:
+        return
+    if s.choices and value not in s.choices:
+        raise ValueError(f"must be one of {', '.join(s.choices)}, got {value!r}")
+    if s.check is not None:
+        s.check(value)
+
+
+def read_file(path: str) -> dict[str, object]:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: not valid TOML: {exc}") from None
+    return {key.replace("-", "_"): value for key, value in data.items()}
+
+
+def resolve(
+    args: argparse.Namespace | Mapping[str, object],
+    environ: Mapping[str, str] | None = None,
+    table: Sequence[Setting] = SETTINGS,
+) -> Settings:
+    """Defaults, then the file, then the environment, then flags; validate each value where it
+    came from, then the cross checks. Raises ConfigError (one line) on the first bad value."""
+    flags = dict(vars(args)) if isinstance(args, argparse.Namespace) else dict(args)
+    env = os.environ if environ is None else environ
+    settings = Settings(table)
+
+    path = flags.get("config") or env.get(CONFIG_ENV) or None
+    if path is not None:
+        settings.config_file = str(path)
+        known = {s.key for s in table}
+        for key, raw in read_file(str(path)).items():
+            if key not in known:
+                raise ConfigError(f"{key} in {path}: unknown setting")
+            setting = settings._table[key]
+            try:
+                settings.set(key, _from_toml(setting, raw), "file")
+            except ValueError as exc:
+                raise ConfigError(f"{key} in {path}: {exc}") from None
+
+    for s in table:
+        if s.env in env:
+            try:
+                settings.set(s.name, _from_string(s, env[s.env]), "env")
+            except ValueError as exc:
+                raise ConfigError(f"{s.env}: {exc}") from None
+        if s.name in flags:
+            given = flags[s.name]
+            try:
+                if isinstance(given, bool):
+                    value: Value = given
+                elif isinstance(given, list):
+                    value = tuple(str(x) for x in given)
+                else:
+                    value = _from_string(s, str(given))
+            except ValueError as exc:
+                raise ConfigError(f"{s.flag}: {exc}") from None
+            settings.set(s.name, value, "flag")
+
+    for s in table:
+        try:
+            _validate(s, settings[s.name])
+        except ValueError as exc:
+            raise settings.error(s.name, str(exc)) from None
+    for cross in CROSS_CHECKS:
+        cross(settings)
+    return settings
+
+
+def render_toml(settings: Settings) -> str:
+    """The resolved settings as a config file, each line commented with its source."""
+    lines = []
+    for s, current, source in settings.items():
+        if current is None:
+            lines.append(f"# {s.key} = (unset: {s.shown_default()})")
+            continue
+        if isinstance(current, bool):
+            text = "true" if current else "false"
+        elif isinstance(current, int):
+            text = str(current)
+        elif isinstance(current, tuple):
+            text = "[" + ", ".join(_toml_string(v) for v in current) + "]"
+        else:
+            text = _toml_string(current)
+        lines.append(f"{s.key} = {text}  # {source}")
+    return "\n".join(lines)
+
+
+def _toml_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def markdown_table(table: Sequence[Setting] = SETTINGS) -> str:
+    rows = ["| flag | env / TOML key | default | meaning |", "|---|---|---|---|"]
+    for s in table:
+        flag = s.flag + (f" {s.metavar}" if s.metavar else "")
+        if s.choices:
+            flag += " " + "\\|".join(s.choices)
+        meaning = s.help.replace("|", "\\|")
+        rows.append(f"| `{flag}` | `{s.env}` / `{s.key}` | {s.shown_default()} | {meaning} |")
+    return "\n".join(rows)
+
+
+README_BEGIN = (
+    "<!-- settings table: generated by `python -m coordinator.serve.config --readme README.md` -->"
+)
+README_END = "<!-- end of settings table -->"
+
+
+def update_readme(path: str) -> bool:
+    """Replace the table between README_BEGIN and README_END; True if the file changed."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    start = text.index(README_BEGIN) + len(README_BEGIN)
+    end = text.index(README_END)
+    new = text[:start] + "\n" + markdown_table() + "\n" + text[end:]
+    if new == text:
+        return False
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(new)
+    return True
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["--readme"]:
+        changed = update_readme(sys.argv[2])
+        print(f"{sys.argv[2]}: {'updated' if changed else 'already up to date'}")
+    else:
+        print(markdown_table())

@@ -1,0 +1,341 @@
+"""What the status page and `/groups` show: every group, its members and its recent rebalances.
+
+- `RebalanceHistory` is an event sink: it keeps the last few rebalances of each group (cause,
+  generation, members, durations) and the one in progress, and writes the one log line per
+  completed rebalance (group, generation, cause, members, duration) at INFO.
+- `StatusProvider` builds plain dicts from the core's snapshots (`core.groups()`), decoding each
+  consumer member's ConsumerProtocolAssignment into topic -> partitions. Other modules may add
+  per-group fields (`add_fields`: the sidecar adds consumer lag).
+- `render_html` turns those dicts into one self-contained page: no script, no build step, inline
+  CSS that stacks on a phone. Everything a client chose (group ids, client ids, hosts, topic
+  names) is escaped.
+
+Invariant: the provider reads the core, so it runs on the event loop thread (coordinator.serve.http
+serves on the loop). Memory is bounded: HISTORY_PER_GROUP rebalances per live group; a deleted
+group's history goes with it.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from coordinator.core.events import (
+    Event,
+    GroupDeleted,
+    RebalanceCause,
+    RebalanceCompleted,
+    RebalanceStarted,
+)
+from coordinator.core.group import CONSUMER_PROTOCOL_TYPE, GroupSnapshot
+from protocol import consumer as consumer_protocol
+
+if TYPE_CHECKING:
+    from coordinator.serve.server import Server
+
+log = logging.getLogger("groupcoord.rebalance")
+
+HISTORY_PER_GROUP = 10
+
+FieldSource = Callable[[str], dict[str, str]]
+"""group_id -> extra fields shown with the group (e.g. the sidecar's consumer lag)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceRecord:
+    generation_id: int
+    cause: str
+    members: int
+    protocol_name: str | None
+    duration_ms: int
+    join_ms: int
+    sync_ms: int
+    completed_at: float  # wall clock, seconds
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "generation_id": self.generation_id,
+            "cause": self.cause,
+            "members": self.members,
+            "protocol": self.protocol_name,
+            "duration_ms": self.duration_ms,
+            "join_ms": self.join_ms,
+            "sync_ms": self.sync_ms,
+            "completed_at": _iso(self.completed_at),
+        }
+
+
+def _iso(wall: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall))
+
+
+class RebalanceHistory:
+    """Event sink: the recent rebalances of every group, and the rebalance log line."""
+
+    def __init__(self, wall_s: Callable[[], float], per_group: int = HISTORY_PER_GROUP) -> None:
+        self._wall_s = wall_s  # wall clock, for "completed at" (the events carry monotonic ms)
+        self._per_group = per_group
+        # Oldest first. Tuples, not deques: a deque costs ~600 bytes even holding one record.
+        self.completed: dict[str, tuple[RebalanceRecord, ...]] = {}
+        self.in_progress: dict[str, tuple[RebalanceCause, float]] = {}  # cause, wall start
+
+    def __call__(self, event: Event) -> None:
+        if type(event) is RebalanceCompleted:
+            self._completed(event)
+        elif type(event) is RebalanceStarted:
+            self.in_progress[event.group_id] = (event.cause, self._wall_s())
+        elif type(event) is GroupDeleted:
+            self.completed.pop(event.group_id, None)
+            self.in_progress.pop(event.group_id, None)
+
+    def _completed(self, e: RebalanceCompleted) -> None:
+        self.in_progress.pop(e.group_id, None)
+        record = RebalanceRecord(
+            e.generation_id,
+            e.cause.value,
+            e.members,
+            e.protocol_name,
+            e.now_ms - e.started_ms,
+            e.join_completed_ms - e.started_ms,
+            e.now_ms - e.join_completed_ms,
+            self._wall_s(),
+        )
+        kept = self.completed.get(e.group_id, ())
+        keep = self._per_group - 1
+        self.completed[e.group_id] = (*kept[len(kept) - keep :], record) if keep > 0 else (record,)
+        # The fields go as `extra`: the plain formatter (serve.lifecycle) appends them as
+        # key=value, the JSON one as keys of the object.
+        log.info(
+            "rebalance completed",
+            extra={
+                "group_id": e.group_id,
+                "generation_id": e.generation_id,
+                "cause": e.cause.value,
+                "members": e.members,
+                "duration_ms": record.duration_ms,
+                "join_ms": record.join_ms,
+                "sync_ms": record.sync_ms,
+            },
+        )
+
+
+def install_history(server: Server, wall_s: Callable[[], float]) -> RebalanceHistory:
+    history = RebalanceHistory(wall_s)
+    server.event_sinks.append(history)
+    return history
+
+
+# -- the provider ---------------------------------------------------------------------------------
+
+
+class StatusProvider:
+    """Plain-dict views of the groups for the page and /groups (loop thread only)."""
+
+    def __init__(self, server: Server, history: RebalanceHistory) -> None:
+        self.server = server
+        self.history = history
+        self._fields: list[FieldSource] = []
+
+    def add_fields(self, source: FieldSource) -> None:
+        """Extra per-group fields (name -> text), shown on the page and in /groups `extra`."""
+        self._fields.append(source)
+
+    def groups(self) -> list[dict[str, Any]]:
+        return [self._group(g) for g in sorted(self.server.core.groups(), key=lambda g: g.group_id)]
+
+    def group(self, group_id: str) -> dict[str, Any] | None:
+        snapshot = self.server.core.group(group_id)
+        return None if snapshot is None else self._group(snapshot)
+
+    def _group(self, g: GroupSnapshot) -> dict[str, Any]:
+        consumer = g.protocol_type == CONSUMER_PROTOCOL_TYPE
+        members = []
+        for m in g.members:
+            member: dict[str, Any] = {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "session_timeout_ms": m.session_timeout_ms,
+                "leader": m.member_id == g.leader_id,
+            }
+            if consumer:
+                member["assignment"] = consumer_protocol.assignment_partitions(m.assignment)
+            else:
+                member["assignment_bytes"] = len(m.assignment)
+            members.append(member)
+        extra: dict[str, str] = {}
+        for source in self._fields:
+            try:
+                extra.update(source(g.group_id))
+            except Exception as exc:  # one broken source must not take the page down
+                extra[getattr(source, "__name__", "extra")] = f"error: {exc}"
+        in_progress = self.history.in_progress.get(g.group_id)
+        return {
+            "group_id": g.group_id,
+            "state": g.state,
+            "protocol_type": g.protocol_type,
+            "protocol": g.protocol_name,
+            "generation_id": g.generation_id,
+            "leader": g.leader_id,
+            "members": members,
+            "pending_members": g.pending_members,
+            "rebalancing": None
+            if in_progress is None
+            else {"cause": in_progress[0].value, "since": _iso(in_progress[1])},
+            "rebalances": [
+                r.as_dict() for r in reversed(self.history.completed.get(g.group_id, ()))
+            ],
+            "extra": extra,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        server = self.server
+        return {
+            "ready": readiness(server)[0],
+            "connections": len(server.connections),
+            "advertised": f"{server.advertised.host}:{server.advertised.port}",
+        }
+
+
+def readiness(server: Server) -> tuple[bool, str]:
+    """Ready = the Kafka listener accepts and the log is loaded (reference §12.3: until then group
+    APIs answer COORDINATOR_LOAD_IN_PROGRESS)."""
+    if server.runtime is None:
+        return False, "not started"
+    if getattr(server, "listening", True) is False:
+        return False, "not listening"
+    if server.core.loading:
+        return False, "loading the log"
+    return True, "ready"
+
+
+# -- the page ------------------------------------------------------------------------------------
+
+_CSS = """
+*{box-sizing:border-box}
+body{font:15px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;padding:12px;
+color:#1b1f23;background:#f6f8fa}
+h1{font-size:20px;margin:0 0 4px}
+.meta{color:#57606a;font-size:13px;margin-bottom:12px}
+.group{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:12px;margin:0 0 12px}
+.group h2{font-size:17px;margin:0 0 6px;word-break:break-all}
+.facts{display:flex;flex-wrap:wrap;gap:4px 14px;font-size:14px;color:#57606a;margin-bottom:8px}
+.facts b{color:#1b1f23;font-weight:600}
+.state{display:inline-block;border-radius:10px;padding:0 8px;font-size:13px;color:#fff;
+background:#6e7781}
+.state.Stable{background:#1a7f37}.state.PreparingRebalance,.state.CompletingRebalance{
+background:#bf8700}.state.Empty{background:#6e7781}.state.Dead{background:#cf222e}
+table{border-collapse:collapse;width:100%;font-size:14px}
+th,td{text-align:left;padding:4px 6px;border-top:1px solid #eaeef2;vertical-align:top}
+th{color:#57606a;font-weight:600}
+td.id{word-break:break-all;font-family:ui-monospace,monospace;font-size:12px}
+h3{font-size:14px;margin:10px 0 4px;color:#57606a}
+.scroll{overflow-x:auto}
+@media (max-width:640px){
+ table.members thead{display:none}
+ table.members tr{display:block;border-top:1px solid #eaeef2;padding:4px 0}
+ table.members td{display:block;border:0;padding:2px 0}
+ table.members td::before{content:attr(data-label) ": ";color:#57606a;font-weight:600}
+}
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _partitions(assignment: dict[str, list[int]] | None) -> str:
+    if assignment is None:
+        return "(undecodable)"
+    if not assignment:
+        return "none"
+    return "; ".join(f"{t}: {', '.join(map(str, ps))}" for t, ps in sorted(assignment.items()))
+
+
+def _member_rows(group: dict[str, Any]) -> str:
+    rows = []
+    for m in group["members"]:
+        if "assignment" in m:
+            assigned = _partitions(m["assignment"])
+        else:
+            assigned = f"{m['assignment_bytes']} bytes ({group['protocol_type'] or 'no type'})"
+        client = _e(m["client_id"]) + (" (leader)" if m["leader"] else "")
+        rows.append(
+            "<tr>"
+            f'<td data-label="client id">{client}</td>'
+            f'<td data-label="host">{_e(m["client_host"])}</td>'
+            f'<td data-label="partitions">{_e(assigned)}</td>'
+            f'<td data-label="instance id">{_e(m["group_instance_id"] or "-")}</td>'
+            f'<td data-label="member id" class="id">{_e(m["member_id"])}</td>'
+            "</tr>"
+        )
+    return "".join(rows)
+
+
+def _rebalance_rows(group: dict[str, Any]) -> str:
+    return "".join(
+        "<tr>"
+        f"<td>{_e(r['generation_id'])}</td><td>{_e(r['cause'])}</td>"
+        f"<td>{_e(r['duration_ms'])} ms</td><td>{_e(r['members'])}</td>"
+        f'<td title="{_e(r["completed_at"])}">{_e(r["completed_at"][11:19])}</td>'
+        "</tr>"
+        for r in group["rebalances"]
+    )
+
+
+def _group_html(group: dict[str, Any]) -> str:
+    gid = _e(group["group_id"])
+    parts = [f'<section class="group" id="group-{gid}">']
+    parts.append(
+        f'<h2>{gid} <span class="state {_e(group["state"])}">{_e(group["state"])}</span></h2>'
+    )
+    facts = [
+        ("protocol", f"{group['protocol_type'] or '-'} / {group['protocol'] or '-'}"),
+        ("generation", group["generation_id"]),
+        ("members", len(group["members"])),
+    ]
+    if group["pending_members"]:
+        facts.append(("pending", group["pending_members"]))
+    if group["rebalancing"]:
+        r = group["rebalancing"]
+        facts.append(("rebalancing", f"{r['cause']} since {r['since']}"))
+    facts.extend(group["extra"].items())
+    parts.append(
+        '<div class="facts">'
+        + "".join(f"<span>{_e(k)} <b>{_e(v)}</b></span>" for k, v in facts)
+        + "</div>"
+    )
+    if group["members"]:
+        parts.append(
+            '<table class="members"><thead><tr><th>client id</th><th>host</th>'
+            "<th>partitions</th><th>instance id</th><th>member id</th></tr></thead>"
+            f"<tbody>{_member_rows(group)}</tbody></table>"
+        )
+    if group["rebalances"]:
+        parts.append(
+            "<h3>Last rebalances</h3><div class=scroll><table class=rebalances><thead><tr>"
+            "<th>gen</th><th>cause</th><th>duration</th><th>members</th><th>at (UTC)</th>"
+            f"</tr></thead><tbody>{_rebalance_rows(group)}</tbody></table></div>"
+        )
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def render_html(summary: dict[str, Any], groups: list[dict[str, Any]], now_s: float) -> str:
+    body = "".join(_group_html(g) for g in groups) or "<p>No groups.</p>"
+    ready = "ready" if summary["ready"] else "loading"
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width,initial-scale=1">'
+        '<meta http-equiv=refresh content="5">'
+        f"<title>groupcoord: {len(groups)} groups</title><style>{_CSS}</style></head><body>"
+        f"<h1>groupcoord</h1><div class=meta>{_e(summary['advertised'])} · {ready} · "
+        f"{len(groups)} groups · {_e(summary['connections'])} connections · "
+        f"{_e(_iso(now_s))} · <a href=/groups>JSON</a> · <a href=/metrics>metrics</a></div>"
+        f"{body}</body></html>"
+    )

@@ -1,0 +1,765 @@
+"""Sidecar mode: groupcoord in front of a Kafka-compatible cluster, owning its group coordination.
+
+`groupcoord serve --upstream b1:9092,b2:9092`: clients bootstrap at groupcoord. Produce, Fetch and
+every other API go to the upstream brokers through groupcoord; the group APIs, FindCoordinator for
+groups and ApiVersions are answered by groupcoord itself.
+
+Listeners: the server's own port is the bootstrap (its requests go to any upstream broker), and
+each upstream broker gets a local port of its own (`--broker-port-base` + node id, or an ephemeral
+port), opened when a Metadata answer first names the broker. Metadata, DescribeCluster and
+transaction FindCoordinator answers are rewritten to name those ports (sidecar.rewrite); group
+FindCoordinator names the listener of the lowest-numbered broker, where group requests are answered
+locally like everywhere else.
+
+Invariants:
+- Per client connection, responses leave in request order, whether they were answered locally or
+  upstream (`_Slot` queue). Forwarded requests are pipelined: each is written upstream as soon as
+  it is read, on the upstream link the client connection holds, so a producer's in-flight requests
+  stay in flight.
+- Only request headers are parsed, plus Produce's acks (acks=0 has no response); only the responses
+  that carry broker addresses are decoded and re-encoded.
+- An upstream failure closes the client connections that had requests on it (a broker failure, as a
+  client sees one) and nothing else: group APIs keep being answered.
+- Topic metadata (partition counts, ids, racks) flows into `Server.topic_changed` from every
+  Metadata answer that passes through and from a refresh every `metadata_refresh_ms`, so partitions
+  added upstream rebalance the groups that read the topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from kio.schema.api_versions.v0.request import ApiVersionsRequest
+from kio.schema.metadata.v12.request import MetadataRequest
+
+from coordinator.core.topics import TopicInfo
+from coordinator.serve.addresses import parse_upstream
+from coordinator.serve.listener import Listening, start_listener
+from coordinator.serve.server import CLOSE_TIMEOUT_S, Connection, Server
+from coordinator.sidecar import refresh as sidecar_signal
+from coordinator.sidecar import rewrite
+from coordinator.sidecar.rewrite import (
+    API_VERSIONS,
+    DESCRIBE_CLUSTER,
+    FIND_COORDINATOR,
+    METADATA,
+    PRODUCE,
+    REQUEST_START,
+    TOPIC_ADMIN,
+    WITHHELD,
+    BrokerAddress,
+    FrameStream,
+    Ranges,
+    RewriteError,
+    Sink,
+)
+from coordinator.sidecar.upstream import Link, Upstreams, UpstreamUnavailable
+from protocol import apis, codec
+from protocol.framing import FramingError
+
+if TYPE_CHECKING:
+    from coordinator.serve.http import Observability
+
+log = logging.getLogger("groupcoord.sidecar")
+
+MAX_PENDING_REQUESTS: Final = 512  # per client connection; reading pauses beyond it
+REQUEST_PEEK_BYTES: Final = 512  # read of a large request before streaming it (header, acks)
+_SIGNALLED: Final = frozenset({rewrite.FETCH, rewrite.LIST_OFFSETS})
+_SASL: Final = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
+_STREAMING: Final = b"(streaming)"  # a _Slot's data while its response streams through
+# Requests answered here, or whose answers are rewritten: always handled as whole frames.
+_WHOLE: Final = (
+    apis.GROUP_APIS
+    | WITHHELD
+    | TOPIC_ADMIN
+    | {API_VERSIONS, FIND_COORDINATOR, METADATA, DESCRIBE_CLUSTER, 17, 36}  # 17, 36: SASL
+)
+_GROUP_KEY: Final = 0
+_PAUSED_UPSTREAM: Final = 1  # reasons a client connection's reading is paused (bit mask)
+_PAUSED_PENDING: Final = 2
+_REFRESH_REQUEST = MetadataRequest(
+    topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+)
+
+
+@dataclass(slots=True)
+class SidecarOptions:
+    upstream: list[tuple[str, int]]
+    broker_port_base: int = 0  # 0: an ephemeral port per broker
+    metadata_refresh_ms: int = 2_000
+    lag_interval_ms: int = 10_000
+    metrics_per_group: bool = False
+
+
+def from_settings(server: Server, settings: Any) -> Sidecar | None:
+    """The sidecar for `serve`'s settings (coordinator.serve.config), or None in standalone mode."""
+    if not settings.upstream:
+        return None
+    options = SidecarOptions(
+        upstream=parse_upstream(settings.upstream),
+        broker_port_base=settings.broker_port_base,
+        metadata_refresh_ms=settings.upstream_refresh_ms,
+        lag_interval_ms=settings.lag_interval_ms,
+        metrics_per_group=settings.metrics_per_group,
+    )
+    return Sidecar(server, options)
+
+
+class Sidecar:
+    def __init__(self, server: Server, options: SidecarOptions) -> None:
+        self.server = server
+        self.options = options
+        self.upstreams = Upstreams(options.upstream)
+        self.local_ports: dict[int, int] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.leaders: dict[tuple[str, int], int] = {}
+        self._missing: set[str] = set()  # absent from the last full refresh (see observe_metadata)
+        self._servers: list[Listening] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._refresh_now = asyncio.Event()
+        self._ranges: dict[int, Ranges] = {}  # by id(Broker)
+        self.lag: Any = None  # coordinator.sidecar.lag.LagTracker when metrics_per_group
+        server.protocol_factory = lambda: SidecarConnection(self, None)
+
+    # -- life cycle ------------------------------------------------------------------------------
+
+    async def start(self, obs: Observability | None = None) -> None:
+        """After `server.start()`: learn the cluster (not fatal if it is down), start the periodic
+        refresh and, with per-group metrics, the lag measurement, shown through `obs` (the
+        metrics registry and the status page) when given."""
+        log.info(
+            "sidecar mode: upstream %s",
+            ",".join(f"{b.host}:{b.port}" for b in self.upstreams.bootstrap),
+        )
+        # The topics the log restored: a topic deleted upstream meanwhile is noticed as gone.
+        self.topics = {t.name: t for t in self.server.catalog}
+        try:
+            await self.refresh()
+        except (UpstreamUnavailable, RewriteError) as exc:
+            log.warning("upstream cluster not reachable yet (%s); will keep trying", exc)
+        self.spawn(self._refresh_loop())
+        if self.options.metrics_per_group:
+            from coordinator.sidecar.lag import LagCollector, LagTracker
+
+            self.lag = LagTracker(
+                self.server.core, self.leaders, self.upstreams.brokers, self.options.lag_interval_ms
+            )
+            self.spawn(self.lag.run())
+            if obs is not None:
+                obs.status.add_fields(self.lag.status)
+                if obs.metrics is not None:
+                    obs.metrics.registry.register(LagCollector(self.lag))
+
+    async def stop(self) -> None:
+        """After `server.stop()`: close the broker listeners, what they still serve, and the
+        upstream links."""
+        for task in list(self._tasks):
+            task.cancel()
+        for server in self._servers:
+            server.close()
+        for conn in list(self.server.connections):
+            if isinstance(conn, SidecarConnection):
+                conn.close()
+        self.upstreams.close()
+        for server in self._servers:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(server.wait_closed(), CLOSE_TIMEOUT_S)
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- the cluster view ------------------------------------------------------------------------
+
+    async def _refresh_loop(self) -> None:
+        interval_s = self.options.metadata_refresh_ms / 1000
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._refresh_now.wait(), interval_s)
+            self._refresh_now.clear()
+            try:
+                await self.refresh()
+            except (UpstreamUnavailable, RewriteError) as exc:
+                log.debug("metadata refresh failed: %s", exc)
+
+    def refresh_soon(self) -> None:
+        self._refresh_now.set()
+
+    async def refresh(self) -> None:
+        """Read the whole cluster's metadata from any upstream broker."""
+        _, frame = await self.upstreams.request_any(_REFRESH_REQUEST)
+        self.observe_metadata(rewrite.decode_response(METADATA, 12, frame), full=True)
+
+    def observe_metadata(self, response: Any, full: bool) -> None:
+        """Learn brokers and topics from a Metadata answer; tell the server about changed topics.
+
+        A topic is taken as deleted only when two full refreshes in a row lack it: deleting a
+        topic deletes its committed offsets (Kafka does the same), so one broker's stale or
+        partial answer must not be enough. A client's answer saying a known topic does not exist,
+        or showing a partition count we do not have (Metadata < v10 carries no topic id), only
+        brings the next refresh forward."""
+        for node_id in self.upstreams.update(rewrite.metadata_brokers(response)):
+            self.local_address(node_id)  # listen before any client is told about the broker
+        infos, missing, leaders = rewrite.topic_infos(response)
+        self.leaders.update(leaders)
+        for info in infos:
+            self._missing.discard(info.name)
+            if self.topics.get(info.name) != info:
+                self.topics[info.name] = info
+                self._topic_changed(info.name, info)
+        if not full:
+            for topic in response.topics:
+                cached = self.topics.get(topic.name)
+                if cached is not None and (
+                    topic.name in missing
+                    or (topic.error_code == 0 and len(topic.partitions) != cached.partitions)
+                ):
+                    self.refresh_soon()
+            return
+        present = {t.name for t in response.topics if t.name not in missing}
+        absent = self.topics.keys() - present
+        for name in absent & self._missing:
+            del self.topics[name]
+            for key in [k for k in self.leaders if k[0] == name]:
+                del self.leaders[key]
+            self._topic_changed(name, None)
+        self._missing = absent - self._missing
+        if self._missing:
+            self.refresh_soon()
+
+    def _topic_changed(self, name: str, info: TopicInfo | None) -> None:
+        log.info(
+            "upstream topic %s %s",
+            name,
+            "gone" if info is None else f"has {info.partitions} partitions ({info.topic_id})",
+        )
+        self.server.topic_changed(name, info)
+
+    # -- listeners -------------------------------------------------------------------------------
+
+    def local_address(self, node_id: int) -> tuple[str, int] | None:
+        """Where clients reach upstream broker `node_id` through us; opens the listener."""
+        port = self.local_ports.get(node_id)
+        if port is None:
+            port = self._listen(node_id)
+            if port is None:
+                return None
+        return self.server.advertised.host, port
+
+    def _listen(self, node_id: int) -> int | None:
+        base = self.options.broker_port_base
+        port = base + node_id if base else 0
+        host = self.server.options.host
+        try:
+            if not 0 <= port <= 65535:
+                raise OSError(f"port {port} out of range")
+            # Bound now, so the port can be put in the answer being rewritten; the loop starts
+            # accepting on it right after (a connection meanwhile waits in the backlog).
+            sock = socket.create_server((host, port), backlog=1024)
+        except OSError as exc:
+            log.error("cannot listen for upstream broker %d on %s:%d: %s", node_id, host, port, exc)
+            return None
+        sock.setblocking(False)
+        bound: int = sock.getsockname()[1]
+        self.local_ports[node_id] = bound
+        log.info("listening on %s:%d for upstream broker %d", host, bound, node_id)
+
+        async def serve() -> None:
+            server = await start_listener(
+                lambda: SidecarConnection(self, node_id), None, 0, sock=sock
+            )
+            self._servers.append(server)
+
+        self.spawn(serve())
+        return bound
+
+    def coordinator(self) -> BrokerAddress | None:
+        """What FindCoordinator names for every group: the lowest-numbered broker's listener."""
+        for node_id in sorted(self.upstreams.brokers):
+            address = self.local_address(node_id)
+            if address is not None:
+                return BrokerAddress(node_id, address[0], address[1])
+        return None
+
+    # -- ApiVersions -----------------------------------------------------------------------------
+
+    def cached_ranges(self, node_id: int | None) -> Ranges | None:
+        broker = self.upstreams.brokers.get(node_id) if node_id is not None else None
+        for candidate in [broker] if broker else self.upstreams.candidates():
+            ranges = self._ranges.get(id(candidate))
+            if ranges is not None:
+                return ranges
+        return None
+
+    async def api_ranges(self, node_id: int | None) -> Ranges:
+        """What ApiVersions advertises on a listener: the upstream broker's ranges, intersected
+        with groupcoord's (sidecar.rewrite.api_version_ranges). Raises UpstreamUnavailable."""
+        broker = self.upstreams.brokers.get(node_id) if node_id is not None else None
+        errors = []
+        for candidate in [broker] if broker else self.upstreams.candidates():
+            ranges = self._ranges.get(id(candidate))
+            if ranges is not None:
+                return ranges
+            try:
+                frame = await candidate.request(ApiVersionsRequest())
+                upstream = rewrite.parse_api_versions(frame, 0)
+            except (UpstreamUnavailable, RewriteError) as exc:
+                errors.append(str(exc))
+                continue
+            candidate.api_versions = upstream
+            ranges = self._ranges[id(candidate)] = rewrite.api_version_ranges(upstream)
+            return ranges
+        raise UpstreamUnavailable("; ".join(errors) or f"no upstream broker {node_id}")
+
+    # -- rewriting -------------------------------------------------------------------------------
+
+    def metadata_answer(self, version: int, frame: bytes) -> bytes:
+        data, response = rewrite.rewrite_metadata(version, frame, self.local_address)
+        self.observe_metadata(response, full=False)
+        return data
+
+
+class _Slot:
+    """One request's place in its connection's response order; called with the upstream's framed
+    response (None: the upstream failed). A Sink too: when it is first in line, a large upstream
+    response streams through it to the client (`begin`, `write`..., `end`)."""
+
+    __slots__ = ("conn", "data")
+
+    def __init__(self, conn: SidecarConnection) -> None:
+        self.conn = conn
+        self.data: bytes | None = None
+
+    def __call__(self, frame: bytes | None) -> None:
+        if frame is None:
+            self.conn.upstream_failed()
+        else:
+            self.conn.complete(self, frame)
+
+    def begin(self) -> _Slot | None:
+        conn = self.conn
+        if conn.closed or not conn.first_in_line(self):
+            return None  # an earlier response is still to be sent: collect this one
+        self.data = _STREAMING
+        return self
+
+    def write(self, piece: bytes) -> None:
+        self.conn.write(piece)
+
+    def end(self) -> None:
+        self.conn.complete(self, b"")
+
+
+class _Rewritten(_Slot):
+    __slots__ = ("rewrite",)
+
+    def __init__(self, conn: SidecarConnection, rewrite: Callable[[bytes], bytes]) -> None:
+        super().__init__(conn)
+        self.rewrite = rewrite
+
+    def begin(self) -> _Slot | None:
+        return None  # rewritten answers are decoded whole
+
+    def __call__(self, frame: bytes | None) -> None:
+        if frame is None:
+            self.conn.upstream_failed()
+            return
+        try:
+            data = self.rewrite(frame)
+        except RewriteError as exc:
+            log.warning("cannot rewrite an upstream response: %s", exc)
+            self.conn.drop("undecodable upstream response")
+            return
+        self.conn.complete(self, data)
+
+
+class _LocalReply:
+    """Stands in for a `Connection` in `Server.dispatch`, for one locally answered request: its
+    response fills the request's slot."""
+
+    __slots__ = ("_conn", "_slot", "client_host", "fetch_timer", "peer")
+
+    def __init__(self, conn: SidecarConnection, slot: _Slot) -> None:
+        self._conn = conn
+        self._slot = slot
+        self.client_host = conn.client_host
+        self.peer = conn.peer
+        self.fetch_timer: asyncio.TimerHandle | None = None
+
+    def send(self, data: bytes) -> None:
+        self._conn.complete(self._slot, data)
+
+    def abort(self, reason: str) -> None:
+        self._conn.abort(reason)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._conn.closed
+
+
+class SidecarConnection(asyncio.Protocol):
+    """A client connection on a sidecar listener; `node_id` None is the bootstrap listener."""
+
+    def __init__(self, sidecar: Sidecar, node_id: int | None) -> None:
+        self._sidecar = sidecar
+        self._node_id = node_id
+        self._stream = FrameStream(
+            self._handle,
+            self._on_start,
+            sidecar.server.options.max_frame_bytes,
+            rewrite.MIN_REQUEST_BYTES,
+            REQUEST_PEEK_BYTES,
+        )
+        self._slots: deque[_Slot] = deque()
+        self._link: Link | None = None
+        self._queued: list[tuple[bytes, int, _Slot | None]] | None = None
+        self._transport: asyncio.Transport | None = None
+        self._closed = False
+        self._paused = 0
+        self.client_host = "/unknown"
+        self.peer = "?"
+        self.fetch_timer: asyncio.TimerHandle | None = None
+        self._authenticated = False  # SASL went through: never pool its upstream link
+        # The topics of this connection's last full Fetch, while the refresh signal is armed.
+        self.session_topics: frozenset[str] | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        peername = transport.get_extra_info("peername")
+        if peername:
+            self.client_host = "/" + str(peername[0])
+            self.peer = f"{peername[0]}:{peername[1]}"
+        # Server.stop() closes these along with its own connections; metrics count them.
+        self._sidecar.server.connections.add(cast(Connection, self))
+        self._sidecar.server.connections_accepted += 1
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        try:
+            self._stream.feed(data)
+        except FramingError as exc:
+            self.abort(f"bad framing: {exc}")
+            return
+        if len(self._slots) > MAX_PENDING_REQUESTS:
+            self._pause(_PAUSED_PENDING)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._sidecar.server.connections.discard(cast(Connection, self))
+        self._slots.clear()
+        link, self._link = self._link, None
+        if link is not None and self._authenticated:
+            link.close()
+        elif link is not None:
+            link.broker.release(link)  # closed instead if it still has requests in flight
+
+    def pause_writing(self) -> None:  # the client reads slower than the upstream answers
+        if self._link is not None and self._link.transport is not None:
+            self._link.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self._link is not None and self._link.transport is not None:
+            self._link.transport.resume_reading()
+
+    # -- routing ---------------------------------------------------------------------------------
+
+    def _on_start(self, data: bytes, pos: int, total: int) -> Sink | None:
+        """A large request (a Produce, typically) is arriving: once connected upstream, forward
+        its bytes as they come instead of holding the whole frame first."""
+        link = self._link
+        if link is None or self._closed:
+            return None
+        _, api_key, version, correlation_id = REQUEST_START.unpack_from(data, pos)
+        if api_key in _WHOLE or (
+            api_key in _SIGNALLED and sidecar_signal.armed(self._sidecar.server)
+        ):
+            return None
+        acks = -1
+        if api_key == PRODUCE:
+            try:
+                acks = rewrite.produce_acks(data[pos : pos + REQUEST_PEEK_BYTES], version)
+            except Exception:  # its header is longer than the peek: take it whole
+                return None
+        slot = _Slot(self)
+        self._slots.append(slot)
+        if acks == 0:  # no response will come (see _handle)
+            link.expect(correlation_id, None)
+            self.complete(slot, b"")
+        else:
+            link.expect(correlation_id, slot)
+        return link
+
+    def _handle(self, frame: bytes) -> None:
+        if self._closed:
+            return
+        _, api_key, version, correlation_id = REQUEST_START.unpack_from(frame)
+        if api_key in apis.GROUP_APIS:
+            slot = _Slot(self)
+            self._slots.append(slot)
+            reply = cast(Connection, _LocalReply(self, slot))  # dispatch uses send/abort/closed
+            self._sidecar.server.dispatch(reply, frame[4:])
+        elif api_key == API_VERSIONS:
+            self._api_versions(frame)
+        elif api_key == FIND_COORDINATOR:
+            self._find_coordinator(frame, version, correlation_id)
+        elif api_key in WITHHELD:
+            self.abort(f"API {api_key} is not offered in sidecar mode")
+        elif api_key == METADATA:
+            if version > rewrite.VERSION_CAPS[METADATA]:
+                self.abort(f"Metadata v{version} is not offered")
+                return
+            self._forward(frame, correlation_id, self._rewritten(self._metadata(version, frame)))
+        elif api_key == DESCRIBE_CLUSTER:
+            if version > rewrite.VERSION_CAPS[DESCRIBE_CLUSTER]:
+                self.abort(f"DescribeCluster v{version} is not offered")
+                return
+            self._forward(frame, correlation_id, self._rewritten(self._describe_cluster(version)))
+        elif api_key in _SIGNALLED and sidecar_signal.armed(self._sidecar.server):
+            self._signalled(frame, api_key, correlation_id)
+        elif api_key == PRODUCE and self._acks(frame, version) == 0:
+            slot = _Slot(self)
+            self._slots.append(slot)
+            self._forward(frame, correlation_id, None)  # acks=0: no response will come
+            self.complete(slot, b"")
+        elif api_key in TOPIC_ADMIN:
+            self._forward(frame, correlation_id, self._rewritten(self._then_refresh))
+        else:
+            if api_key in _SASL:
+                self._authenticated = True  # its upstream link must not serve another client
+            slot = _Slot(self)
+            self._slots.append(slot)
+            self._forward(frame, correlation_id, slot)
+
+    def _signalled(self, frame: bytes, api_key: int, correlation_id: int) -> None:
+        """Fetch/ListOffsets while a topic change is being signalled (coordinator.sidecar.refresh):
+        answered here when its client must re-read a changed topic's metadata."""
+        slot = _Slot(self)
+        self._slots.append(slot)
+        data = sidecar_signal.local_answer(self._sidecar.server, self, frame)
+        if data is not None:
+            self.complete(slot, data)
+        else:
+            self._forward(frame, correlation_id, slot)
+
+    def _rewritten(self, rewrite_fn: Callable[[bytes], bytes]) -> _Slot:
+        slot = _Rewritten(self, rewrite_fn)
+        self._slots.append(slot)
+        return slot
+
+    def _metadata(self, version: int, request: bytes) -> Callable[[bytes], bytes]:
+        def answer(frame: bytes) -> bytes:
+            server = self._sidecar.server
+            data = self._sidecar.metadata_answer(version, frame)  # may arm the refresh signal
+            if sidecar_signal.armed(server):  # this client has now seen what it asked for
+                sidecar_signal.metadata_read(server, self, request)
+            return data
+
+        return answer
+
+    def _describe_cluster(self, version: int) -> Callable[[bytes], bytes]:
+        local = self._sidecar.local_address
+        return lambda frame: rewrite.rewrite_describe_cluster(version, frame, local)
+
+    def _then_refresh(self, frame: bytes) -> bytes:
+        self._sidecar.refresh_soon()  # CreateTopics/DeleteTopics/CreatePartitions just happened
+        return frame
+
+    def _acks(self, frame: bytes, version: int) -> int:
+        try:
+            return rewrite.produce_acks(frame, version)
+        except Exception:  # truncated: forward it and let the upstream answer
+            return -1
+
+    def _api_versions(self, frame: bytes) -> None:
+        slot = _Slot(self)
+        self._slots.append(slot)
+        try:
+            header, request = codec.decode_request(frame[4:])
+        except codec.ApiVersionsUnsupported as exc:
+            self.complete(slot, codec.encode_api_versions_unsupported(exc.header))
+            return
+        except codec.DecodeError as exc:
+            self.abort(f"malformed request: {exc}")
+            return
+        version, correlation_id = header.api_version, header.correlation_id
+        ranges = self._sidecar.cached_ranges(self._node_id)
+        if ranges is not None:
+            data = rewrite.api_versions_frame(correlation_id, version, request, ranges)
+            self.complete(slot, data)
+            return
+
+        async def later() -> None:
+            try:
+                ranges = await self._sidecar.api_ranges(self._node_id)
+            except UpstreamUnavailable as exc:
+                self.drop(f"upstream unavailable: {exc}")
+                return
+            data = rewrite.api_versions_frame(correlation_id, version, request, ranges)
+            self.complete(slot, data)
+
+        self._sidecar.spawn(later())
+
+    def _find_coordinator(self, frame: bytes, version: int, correlation_id: int) -> None:
+        try:
+            _, request = codec.decode_request(frame[4:])
+        except codec.DecodeError as exc:
+            self.abort(f"malformed or unsupported FindCoordinator: {exc}")
+            return
+        if getattr(request, "key_type", _GROUP_KEY) != _GROUP_KEY:  # transactions: upstream's
+            local = self._sidecar.local_address
+            self._forward(
+                frame,
+                correlation_id,
+                self._rewritten(lambda f: rewrite.rewrite_find_coordinator(version, f, local)),
+            )
+            return
+        slot = _Slot(self)
+        self._slots.append(slot)
+        coordinator = self._sidecar.coordinator()
+        self.complete(
+            slot, rewrite.find_coordinator_frame(correlation_id, version, request, coordinator)
+        )
+
+    # -- forwarding ------------------------------------------------------------------------------
+
+    def _forward(self, frame: bytes, correlation_id: int, slot: _Slot | None) -> None:
+        link = self._link
+        if link is not None:
+            link.send(frame, correlation_id, slot)
+            return
+        if self._queued is None:
+            self._queued = []
+            self._sidecar.spawn(self._connect())
+        self._queued.append((frame, correlation_id, slot))
+
+    async def _connect(self) -> None:
+        upstreams = self._sidecar.upstreams
+        try:
+            if self._node_id is None:
+                link = await upstreams.connect_any()
+            else:
+                broker = upstreams.brokers.get(self._node_id)
+                if broker is None:
+                    raise UpstreamUnavailable(f"upstream broker {self._node_id} is not known")
+                link = await broker.connect()
+        except UpstreamUnavailable as exc:
+            self._queued = None
+            self.drop(f"upstream unavailable: {exc}")
+            return
+        queued, self._queued = self._queued or [], None
+        if self._closed:
+            link.broker.release(link)
+            return
+        link.owner = self
+        self._link = link
+        for frame, correlation_id, slot in queued:
+            link.send(frame, correlation_id, slot)
+        if link.paused:
+            self.upstream_writable(False)
+
+    # -- LinkOwner -------------------------------------------------------------------------------
+
+    def upstream_writable(self, writable: bool) -> None:
+        if writable:
+            self._resume(_PAUSED_UPSTREAM)
+        else:
+            self._pause(_PAUSED_UPSTREAM)
+
+    def upstream_lost(self, link: Link) -> None:
+        if link is self._link:
+            self._link = None
+            self._resume(_PAUSED_UPSTREAM)
+
+    def upstream_failed(self) -> None:
+        self.drop("upstream broker connection lost")
+
+    # -- responses -------------------------------------------------------------------------------
+
+    def first_in_line(self, slot: _Slot) -> bool:
+        return bool(self._slots) and self._slots[0] is slot
+
+    def write(self, data: bytes) -> None:
+        if not self._closed and self._transport is not None:
+            self._transport.write(data)
+
+    def complete(self, slot: _Slot, data: bytes) -> None:
+        """`slot`'s response is ready: send every response now at the head of the order."""
+        if self._closed:
+            return
+        slot.data = data
+        slots = self._slots
+        if not slots or slots[0] is not slot:
+            return
+        assert self._transport is not None
+        write = self._transport.write
+        while slots:
+            ready = slots[0].data
+            if ready is None or ready is _STREAMING:
+                break
+            slots.popleft()
+            if ready:
+                write(ready)
+        if self._paused & _PAUSED_PENDING and len(slots) <= MAX_PENDING_REQUESTS // 2:
+            self._resume(_PAUSED_PENDING)
+
+    # -- closing and flow control ----------------------------------------------------------------
+
+    def _pause(self, reason: int) -> None:
+        if not self._paused and self._transport is not None and not self._closed:
+            self._transport.pause_reading()
+        self._paused |= reason
+
+    def _resume(self, reason: int) -> None:
+        was = self._paused
+        self._paused &= ~reason
+        if was and not self._paused and self._transport is not None and not self._closed:
+            self._transport.resume_reading()
+
+    def abort(self, reason: str) -> None:
+        """The client sent something we cannot serve: close, as a broker does."""
+        if self._closed:
+            return
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        self._sidecar.server.protocol_errors += 1
+        self._close_now()
+
+    def drop(self, reason: str) -> None:
+        """The upstream failed: close the client connection so it sees a broker failure."""
+        if self._closed:
+            return
+        # DEBUG: an outage closes every client connection, again as clients retry; the upstream
+        # module logs the outage itself once (unreachable / reachable again).
+        log.debug("closing connection from %s: %s", self.peer, reason)
+        self._close_now()
+
+    def _close_now(self) -> None:
+        self._closed = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    def close(self) -> None:
+        if not self._closed and self._transport is not None:
+            self._closed = True
+            self._transport.close()

@@ -1,0 +1,1 @@
+"""Operator tools: `groupcoord groups` and `groupcoord log dump`."""
