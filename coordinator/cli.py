@@ -49,7 +49,7 @@ def parse_host_port(value: str, setting: str) -> tuple[str, int]:
 
 
 def new_member_id(prefix: str) -> str:
-    """Kafka's member id: `<client id or group instance id>-<uuid4>` (reference §3.3)."""
+    """Kafka's member id: `<client id or group instance id>-<uuid4>` (docs/protocol.md §3.3)."""
     return f"{prefix}-{uuid.uuid4()}"
 
 

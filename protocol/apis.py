@@ -85,7 +85,7 @@ class ApiSpec:
         return self.first_flexible is not None and version >= self.first_flexible
 
 
-# Version ranges: change them here and nowhere else. Sources: the reference §1.2 and kio 0.6.5.
+# Version ranges: change them here and nowhere else. Sources: docs/protocol.md §1.2 and kio 0.6.5.
 API_TABLE: Final[tuple[ApiSpec, ...]] = (
     # Produce is answered only to refuse it (standalone stores no records; broker.answers).
     # It is advertised because librdkafka enables Fetch's v2 record format (MsgVer2) only when

@@ -4,7 +4,8 @@ Invariants:
 - The request header is parsed by hand (it is on every request): v1 = api_key int16, api_version
   int16, correlation_id int32, client_id as a classic int16-length nullable string (never compact,
   even in v2); v2 appends a tagged-field section, which is skipped. A null client id becomes "",
-  as the broker does. Header v2 is used exactly when the API version is flexible (§1.1).
+  as the broker does. Header v2 is used exactly when the API version is flexible
+  (docs/protocol.md §1.1).
 - An (api_key, version) outside `apis.API_TABLE` raises UnsupportedVersion and the server closes
   the connection without a reply, as Kafka's Processor does. ApiVersions is the exception (KIP-511,
   §1.3): it raises `ApiVersionsUnsupported`, and `encode_api_versions_unsupported` gives the v0

@@ -1,10 +1,10 @@
 """Log compaction: keep the latest entry per key, drop old tombstones, swap files crash-safely.
 
-Like Kafka's log cleaner (reference §12.3), compaction rewrites the *whole* prefix of inactive
-segments (never the active one) into one segment, so a dropped tombstone can never uncover an older
-value: every older value of that key is in the same rewritten range. Offsets and timestamps are
-kept. A tombstone is dropped once its timestamp is older than `now_ms - delete_retention_ms`
-(Kafka's log.cleaner.delete.retention.ms, 24 h by default).
+Like Kafka's log cleaner (docs/protocol.md §12.3), compaction rewrites the *whole* prefix of
+inactive segments (never the active one) into one segment, so a dropped tombstone can never
+uncover an older value: every older value of that key is in the same rewritten range. Offsets and
+timestamps are kept. A tombstone is dropped once its timestamp is older than
+`now_ms - delete_retention_ms` (Kafka's log.cleaner.delete.retention.ms, 24 h by default).
 
 The swap protocol; `recover_directory` makes every crash point safe and is idempotent:
 

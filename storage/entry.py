@@ -139,7 +139,8 @@ class EntryReader:
         crc32 = zlib.crc32
         count = 0
         while pos < size:
-            # Fast path: the common, valid entry, inlined (loading speed matters, §12.3).
+            # Fast path: the common, valid entry, inlined (loading speed matters,
+            # docs/protocol.md §12.3).
             if pos + HEADER_BYTES <= size:
                 magic, version, _a, key_len, value_len, offset, ts, body_crc, header_crc = (
                     unpack_from(buf, pos)

@@ -8,7 +8,7 @@ contract, whatever the backend:
 - `wait_durable(offset)` resolves once that offset and every offset before it are durable under the
   log's policy (fsync for `always`). If a write or fsync fails first, it raises LogWriteError; the
   runtime answers the affected requests with NOT_COORDINATOR (16), the code Kafka maps a
-  KAFKA_STORAGE_ERROR to (reference §7), so clients rediscover the coordinator and retry.
+  KAFKA_STORAGE_ERROR to (docs/protocol.md §9.1), so clients rediscover the coordinator and retry.
 - After a failure, `append` raises until `recover()` succeeds. Nothing that was durable is touched;
   the bytes of the failed batch are cut off (they were never acknowledged).
 - `replay()` yields every stored entry in offset order; for each key the last entry wins and a

@@ -204,7 +204,7 @@ class GroupCoordinator(TopicWatch):
     def _commit(self, reply_to: int, cmd: OffsetCommit, now_ms: int, fx: Effects) -> None:
         """One pass over the partitions (commits are the second-hottest request): an unknown
         topic or partition -> 3 at the broker level (KafkaApis), never reaching the group; the
-        others get the group's validation error (§10.1) or are committed."""
+        others get the group's validation error (docs/protocol.md §10.1) or are committed."""
         has = self.topics.has_partition
         gid = cmd.group_id
         group = self._groups.get(gid)

@@ -23,7 +23,7 @@ class Effects:
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorConfig:
-    """Kafka's defaults (reference §14)."""
+    """Kafka's defaults (docs/protocol.md §14)."""
 
     session_timeout_min_ms: int = 6_000
     session_timeout_max_ms: int = 1_800_000

@@ -1,7 +1,7 @@
 """One classic consumer group: its state, its members, and the rules that only need the group.
 
-Kafka's `ClassicGroup`, `ClassicGroupMember` and `ClassicGroupState` (reference §3, §4). The
-coordinator (`core.joins`, `core.coordinator`) drives it; this module decides nothing about
+Kafka's `ClassicGroup`, `ClassicGroupMember` and `ClassicGroupState` (docs/protocol.md §3, §4).
+The coordinator (`core.joins`, `core.coordinator`) drives it; this module decides nothing about
 time or replies, it only keeps the group's bookkeeping consistent.
 
 Invariants:
@@ -348,7 +348,7 @@ class ClassicGroup:
         return self.protocol_type == protocol_type and any(counts.get(x, 0) == n for x in names)
 
     def select_protocol(self) -> str:
-        """The protocol for the next generation (reference §5.5, seed 000 rolling upgrade).
+        """The protocol for the next generation (docs/protocol.md §5.5, seed 000 rolling upgrade).
 
         1. Candidates: names listed by every member.
         2. Each member votes for the first candidate in its own preference order.

@@ -1,6 +1,6 @@
 """The classic rebalance protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and their timers.
 
-Kafka's `GroupMetadataManager` classic-group paths (reference §4-§9), pure and synchronous.
+Kafka's `GroupMetadataManager` classic-group paths (docs/protocol.md §4-§9), pure and synchronous.
 `GroupMachine` is the base of `core.coordinator.GroupCoordinator`; every handler appends to the
 Effects it is given.
 
@@ -116,7 +116,7 @@ class GroupMachine(GroupTimers):
         return now_ms + self._epoch_offset_ms
 
     def group_record(self, group: ClassicGroup, now_ms: int) -> Record:
-        """A full GroupMetadata snapshot (reference §12.2)."""
+        """A full GroupMetadata snapshot (docs/protocol.md §12.2)."""
         name = group.protocol_name
         members = tuple(
             MemberMetadata(

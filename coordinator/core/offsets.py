@@ -1,4 +1,4 @@
-"""Committed offsets and the rules that only need offsets and a group (reference §10).
+"""Committed offsets and the rules that only need offsets and a group (docs/protocol.md §10).
 
 `OffsetStore` holds the latest OffsetCommitValue per (group, topic, partition) -- exactly what
 replaying the OffsetCommit records gives. The request handlers live in `core.coordinator`; this

@@ -1,4 +1,5 @@
-"""Byte encoding of coordinator records, modelled on Kafka's `__consumer_offsets` (reference §12.1).
+"""Byte encoding of coordinator records, modelled on Kafka's `__consumer_offsets`
+(docs/protocol.md §12.1).
 
 Key   = int16 record type, then the key fields (Kafka's v0, non-flexible layout):
         1 OffsetCommit: group string, topic string, partition int32

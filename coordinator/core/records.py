@@ -3,8 +3,8 @@
 A record is a key and a value; a value of None is a tombstone. Keys are designed for compaction,
 as Kafka's are: one key per group (its latest full snapshot wins) and one per
 (group, topic, partition) offset. Replaying the records in order rebuilds the durable state
-(reference §12.3): a GroupMetadata value with members restores a Stable group, one without members
-an Empty group; an offset value replaces the previous one; tombstones delete.
+(docs/protocol.md §12.3): a GroupMetadata value with members restores a Stable group, one without
+members an Empty group; an offset value replaces the previous one; tombstones delete.
 
 This module is pure: the byte encoding for the log lives beside the types (`storage` frames them).
 """

@@ -3,12 +3,12 @@
 A topic's hash stands for everything a rebalance depends on (id, name, partition count, replica
 racks), so a group needs to remember one int64 per generation instead of per-partition rack lists.
 
-The byte layout is reference §13.3 (Kafka 4.1's `Utils.computeTopicHash`), fed to one of two
+The byte layout is docs/protocol.md §13.3 (Kafka 4.1's `Utils.computeTopicHash`), fed to one of two
 64-bit hash functions:
 - `murmur3` (default, seed 002): Murmur3 x64 128-bit, seed 0; the first 64 bits as a signed long
   (Guava's `HashCode.asLong()`, i.e. `mmh3.hash64(...)[0]`).
 - `xxh3`: XXH3-64, seed 0, read as a signed long: what Kafka 4.1 merged (hash4j); it reproduces the
-  test vectors of reference §13.5.
+  test vectors of docs/protocol.md §13.5.
 The group hash (§13.4) hashes the topic hashes of the group's existing subscribed topics, sorted by
 topic name, each as 8 little-endian bytes, with the same function: moving a value from one topic
 to another changes it. No existing topics -> 0.
@@ -71,7 +71,7 @@ def murmur3_64(data: bytes) -> int:
 
 
 def xxh3_64(data: bytes) -> int:
-    """XXH3-64 (seed 0) as a signed long: hash4j's `Hashing.xxh3_64()` (reference §13.1)."""
+    """XXH3-64 (seed 0) as a signed long: hash4j's `Hashing.xxh3_64()` (docs/protocol.md §13.1)."""
     return _signed64(xxhash.xxh3_64_intdigest(data))
 
 
@@ -126,7 +126,7 @@ def _encode_partition_racks(racks: tuple[str, ...]) -> bytes:
 
 
 def topic_hash_bytes(topic: TopicInfo) -> bytes:
-    """The bytes hashed for a topic (reference §13.3)."""
+    """The bytes hashed for a topic (docs/protocol.md §13.3)."""
     value = topic.topic_id.int
     msb, lsb = _signed64(value >> 64), _signed64(value & _MASK)
     parts = [

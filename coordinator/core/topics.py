@@ -25,7 +25,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 MAX_PARTITIONS = 1_000_000
-# Kafka's Topic.validate: legal characters and the 249-character limit (reference §1, KafkaApis).
+# Kafka's Topic.validate: legal characters and the 249-character limit (docs/protocol.md §1,
+# KafkaApis).
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 # Declared topics get an id derived from their name, so it is the same after a restart.

@@ -5,7 +5,7 @@ the wire before any group logic, directly into the kio response). `to_response` 
 the kio response of the request's version; `error_response` answers any group request with one
 error (coordinator loading, failed write, shutdown).
 
-Invariants (reference §2, §11, §15):
+Invariants (docs/protocol.md §2, §11, §15):
 - JoinGroup v0 has no rebalance timeout: the session timeout is used (JoinGroupRequest
   `maybeOverrideRebalanceTimeout`). JoinGroup ProtocolName is "" for v<7 and null for v>=7
   (JoinGroupResponse); ProtocolType is only sent from v7, SkipAssignment from v9.

@@ -3,8 +3,8 @@
 Shutdown (uvicorn's server.py is the model):
 - The first SIGTERM or SIGINT sets `Signals.stopping`; `serve` then calls `Server.stop()`, which
   stops accepting, releases replies held for durability, answers requests still parked in the core
-  with NOT_COORDINATOR (clients re-discover the coordinator and retry, reference §9.1) and closes
-  connections; then the log is closed (flush + fsync). Exit code 0.
+  with NOT_COORDINATOR (clients re-discover the coordinator and retry, docs/protocol.md §9.1) and
+  closes connections; then the log is closed (flush + fsync). Exit code 0.
 - A watchdog thread, started with the first signal, ends the process with exit code 1 if that has
   not finished within the shutdown deadline: a thread, because a hung fsync or a blocked loop
   would never run a loop callback, and `os._exit`, because interpreter exit joins the log's I/O

@@ -330,7 +330,7 @@ class Server:
 
     async def start(self) -> None:
         """Listen first, then load: while the log replays, FindCoordinator works and group APIs
-        answer COORDINATOR_LOAD_IN_PROGRESS (reference §12.3)."""
+        answer COORDINATOR_LOAD_IN_PROGRESS (docs/protocol.md §12.3)."""
         loop = asyncio.get_running_loop()
         self.runtime = Runtime(
             self.core,
@@ -407,7 +407,7 @@ class Server:
         """Graceful stop (uvicorn's order): stop accepting; release the replies held for
         durability (waiting up to `drain_timeout_s`); answer whatever is still parked (JoinGroup/
         SyncGroup waiting in the core, replies whose records are not durable yet) with
-        NOT_COORDINATOR, on which clients re-discover the coordinator (reference §9.1); then
+        NOT_COORDINATOR, on which clients re-discover the coordinator (docs/protocol.md §9.1); then
         close the connections, after their queued writes."""
         if self._server is not None:
             self._server.close()
@@ -623,7 +623,7 @@ class Server:
 
     def _fail(self, reply_to: int, exc: BaseException) -> None:
         """The records this reply depended on are not durable: answer with the error Kafka maps
-        a failed coordinator write to (reference §9.1), which clients retry on."""
+        a failed coordinator write to (docs/protocol.md §9.1), which clients retry on."""
         entry = self._pending.pop(reply_to, None)
         if entry is None:
             return

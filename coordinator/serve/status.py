@@ -203,8 +203,8 @@ class StatusProvider:
 
 
 def readiness(server: Server) -> tuple[bool, str]:
-    """Ready = the Kafka listener accepts and the log is loaded (reference §12.3: until then group
-    APIs answer COORDINATOR_LOAD_IN_PROGRESS)."""
+    """Ready = the Kafka listener accepts and the log is loaded (docs/protocol.md §12.3: until then
+    group APIs answer COORDINATOR_LOAD_IN_PROGRESS)."""
     if server.runtime is None:
         return False, "not started"
     if getattr(server, "listening", True) is False:
