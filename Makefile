@@ -30,7 +30,7 @@ run: $(VENV)/.installed
 
 # Real peers for the tests and benchmarks: the Java client, tansu, kafkajs.
 peers: $(VENV)/.installed-test
-	$(BIN)/python -m tests.peers install --dir $(PEERS)
+	$(BIN)/python -m tests.support.peers install --dir $(PEERS)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

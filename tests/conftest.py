@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests import realclients
+from tests.support import realclients
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,8 +51,9 @@ def java_peers(peers_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def kafkajs_peers(peers_dir: Path) -> Path:
-    """The peers dir, once it holds kafkajs (tests/peers.py); otherwise skip with the reason."""
-    from tests.peers import kafkajs_modules
+    """The peers dir, once it holds kafkajs (tests/support/peers.py); otherwise skip with the
+    reason."""
+    from tests.support.peers import kafkajs_modules
 
     if shutil.which("node") is None:
         pytest.skip("node is not installed (the kafkajs tests need Node.js)")

@@ -21,7 +21,8 @@ Invariants:
 To add a knob: append a `Setting` to `SETTINGS` (and, if it relates to another, a check to
 `CROSS_CHECKS`), then read it from the resolved `Settings` in coordinator/cli.py as
 `settings.<name>`. README's configuration table is regenerated with
-`python -m coordinator.serve.config --readme README.md` (tests/test_config.py checks it is current).
+`python -m coordinator.serve.config --readme README.md` (tests/serve/test_config.py checks it is
+current).
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def _log_level(value: str) -> None:
 
 
 # -- the table ----------------------------------------------------------------------------------
-# Defaults follow Kafka's broker defaults (reference §14) where Kafka has the knob.
+# Defaults follow Kafka's broker defaults (docs/protocol.md §14) where Kafka has the knob.
 
 SETTINGS: list[Setting] = [
     Setting("listen", "str", "127.0.0.1:9092", "HOST:PORT to accept Kafka clients on", host_port,

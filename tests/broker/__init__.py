@@ -1,0 +1,1 @@
+"""The standalone broker mimic."""

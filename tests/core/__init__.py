@@ -1,0 +1,1 @@
+"""The pure core, on a fake clock (tests.support.fakeclock)."""

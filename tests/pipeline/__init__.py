@@ -1,0 +1,1 @@
+"""The rebalance audit (Spark)."""

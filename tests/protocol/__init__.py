@@ -1,0 +1,1 @@
+"""Wire codecs, framing, fast paths (Hypothesis round trips)."""

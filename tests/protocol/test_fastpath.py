@@ -1,0 +1,384 @@
+"""The Heartbeat and OffsetCommit fast paths agree with the general decoder, and step aside when
+unsure.
+
+Differential: every frame the fast path accepts must decode, through `codec.decode_request` (kio),
+to the same fields; frames it refuses must still be handled by the general path. Arbitrary bytes
+never make it raise.
+"""
+
+from __future__ import annotations
+
+import datetime
+import struct
+import sys
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
+
+from coordinator.core.messages import (
+    CommitPartition,
+    CommitTopic,
+    OffsetCommit,
+    OffsetCommitResult,
+    PartitionError,
+    TopicErrors,
+)
+from coordinator.serve import adapters
+from protocol import apis, codec, fastpath
+from protocol.apis import HEARTBEAT
+from protocol.codec import RequestHeader
+from tests.protocol.test_codec import read_response, request_frame, write
+
+MAX = 1 << 20
+ids = st.text(max_size=40)
+long_ids = st.text(min_size=0, max_size=200)
+
+
+def heartbeat_frame(
+    version: int,
+    group_id: str,
+    generation_id: int,
+    member_id: str,
+    instance_id: str | None,
+    correlation_id: int,
+    client_id: str | None,
+) -> bytes:
+    cls = apis.request_class(HEARTBEAT, version)
+    kwargs: dict[str, object] = {
+        "group_id": group_id,
+        "generation_id": generation_id,
+        "member_id": member_id,
+    }
+    if version >= 3:
+        kwargs["group_instance_id"] = instance_id
+    body = write(cls(**kwargs))
+    frame = request_frame(HEARTBEAT, version, body, correlation_id, client_id)
+    return struct.pack(">i", len(frame)) + frame
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(0, 4),
+    group_id=long_ids,
+    generation_id=st.integers(-(2**31), 2**31 - 1),
+    member_id=long_ids,
+    instance_id=st.none() | ids,
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    client_id=st.none() | ids,
+)
+def test_fast_path_agrees_with_kio(
+    version: int,
+    group_id: str,
+    generation_id: int,
+    member_id: str,
+    instance_id: str | None,
+    correlation_id: int,
+    client_id: str | None,
+) -> None:
+    data = heartbeat_frame(
+        version, group_id, generation_id, member_id, instance_id, correlation_id, client_id
+    )
+    fields = fastpath.parse_heartbeat(data, MAX)
+    _, request = codec.decode_request(data[4:])
+    expected = (
+        version,
+        correlation_id,
+        request.group_id,  # type: ignore[attr-defined]
+        request.generation_id,  # type: ignore[attr-defined]
+        request.member_id,  # type: ignore[attr-defined]
+        request.group_instance_id if version >= 3 else None,  # type: ignore[attr-defined]
+    )
+    if fields is None:
+        # Refusing is always allowed, but it must be for a reason: a long compact string.
+        assert version == 4
+        assert max(len(group_id.encode()), len(member_id.encode())) >= 126 or (
+            instance_id is not None and len(instance_id.encode()) >= 126
+        )
+    else:
+        assert fields == expected
+
+
+def test_typical_frames_take_the_fast_path() -> None:
+    for version in range(5):
+        data = heartbeat_frame(version, "orders", 7, "consumer-1-abc", None, 42, "consumer-1")
+        assert fastpath.parse_heartbeat(data, MAX) == (
+            version,
+            42,
+            "orders",
+            7,
+            "consumer-1-abc",
+            None,
+        )
+
+
+def test_refuses_what_it_should_not_decode() -> None:
+    data = heartbeat_frame(3, "g", 1, "m", "i", 1, "c")
+    assert fastpath.parse_heartbeat(data + b"x", MAX) is None  # two reads' worth / wrong size
+    assert fastpath.parse_heartbeat(data[:-1], MAX) is None  # short
+    assert fastpath.parse_heartbeat(data, len(data) - 5) is None  # over the frame cap
+    other = bytearray(data)
+    other[5] = apis.JOIN_GROUP
+    assert fastpath.parse_heartbeat(bytes(other), MAX) is None
+    unsupported = bytearray(data)
+    unsupported[7] = 9  # Heartbeat v9
+    assert fastpath.parse_heartbeat(bytes(unsupported), MAX) is None
+    # v4 with a header tagged field: the general path skips it (KIP-482); the fast path steps aside.
+    flexible = heartbeat_frame(4, "g", 1, "m", None, 1, "c")
+    tagged = bytearray(flexible)
+    client_end = 4 + 10 + 1  # size, api key/version/correlation, client id length, "c"
+    assert tagged[client_end] == 0
+    tagged[client_end : client_end + 1] = b"\x01\x05\x01\x00"  # one unknown tag, 1 byte
+    tagged[0:4] = struct.pack(">i", len(tagged) - 4)
+    assert fastpath.parse_heartbeat(bytes(tagged), MAX) is None
+    header, _ = codec.decode_request(bytes(tagged[4:]))
+    assert header.api_key == HEARTBEAT
+
+
+@given(st.binary(max_size=80))
+def test_arbitrary_bytes_never_raise(data: bytes) -> None:
+    fastpath.parse_heartbeat(data, MAX)
+
+
+@given(st.binary(max_size=60), st.integers(0, 60))
+def test_mutated_heartbeats_never_raise(noise: bytes, at: int) -> None:
+    data = bytearray(heartbeat_frame(4, "group", 3, "member", "inst", 9, "client"))
+    data[at % len(data) : at % len(data) + len(noise)] = noise
+    fastpath.parse_heartbeat(bytes(data), MAX)
+
+
+def test_response_frame_matches_general_encoder() -> None:
+    for version in range(5):
+        for error in (ErrorCode.none, ErrorCode.rebalance_in_progress, ErrorCode.unknown_member_id):
+            data = codec.heartbeat_response_frame(version, 99, error)
+            correlation_id, entity = read_response(data, HEARTBEAT, version)
+            assert correlation_id == 99
+            assert entity.error_code == error  # type: ignore[attr-defined]
+
+
+# -- OffsetCommit responses ------------------------------------------------------------------------
+
+error_codes = st.sampled_from(list(ErrorCode))
+commit_topics = st.lists(
+    st.builds(
+        TopicErrors,
+        name=st.text(max_size=70),
+        partitions=st.lists(
+            st.builds(PartitionError, partition=st.integers(0, 2**31 - 1), error=error_codes),
+            max_size=140,
+        ).map(tuple),
+    ),
+    max_size=5,
+).map(tuple)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    version=st.integers(2, 9),
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    topics=commit_topics,
+)
+def test_offset_commit_response_matches_kio(
+    version: int, correlation_id: int, topics: tuple[TopicErrors, ...]
+) -> None:
+    data = fastpath.offset_commit_response_frame(version, correlation_id, topics)
+    header = RequestHeader(apis.OFFSET_COMMIT, version, correlation_id, "c")
+    expected = codec.encode_response(
+        header, adapters.to_response(header, OffsetCommitResult(topics))
+    )
+    assert data == expected
+    got_correlation, entity = read_response(data, apis.OFFSET_COMMIT, version)
+    assert got_correlation == correlation_id
+    assert [
+        (t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+        for t in entity.topics  # type: ignore[attr-defined]
+    ] == [(t.name, [(p.partition, p.error) for p in t.partitions]) for t in topics]
+
+
+# -- OffsetCommit requests -------------------------------------------------------------------------
+
+commit_partitions = st.lists(
+    st.tuples(
+        st.integers(-(2**31), 2**31 - 1),  # partition
+        st.integers(-(2**63), 2**63 - 1),  # offset
+        st.integers(-(2**31), 2**31 - 1),  # leader epoch (v6+)
+        st.none() | st.text(max_size=150),  # metadata
+    ),
+    max_size=6,
+)
+commit_request_topics = st.lists(st.tuples(st.text(max_size=150), commit_partitions), max_size=4)
+
+
+def offset_commit_frame(
+    version: int,
+    group_id: str,
+    generation_id: int,
+    member_id: str,
+    instance_id: str | None,
+    retention_ms: int,
+    topics: list[tuple[str, list[tuple[int, int, int, str | None]]]],
+    correlation_id: int,
+    client_id: str | None,
+) -> bytes:
+    cls = apis.request_class(apis.OFFSET_COMMIT, version)
+    mod = sys.modules[cls.__module__]
+    kio_topics = []
+    for name, parts in topics:
+        kio_parts = []
+        for partition, offset, epoch, metadata in parts:
+            fields: dict[str, object] = {
+                "partition_index": partition,
+                "committed_offset": offset,
+                "committed_metadata": metadata,
+            }
+            if version >= 6:
+                fields["committed_leader_epoch"] = epoch
+            kio_parts.append(mod.OffsetCommitRequestPartition(**fields))
+        kio_topics.append(mod.OffsetCommitRequestTopic(name=name, partitions=tuple(kio_parts)))
+    kwargs: dict[str, object] = {
+        "group_id": group_id,
+        "generation_id_or_member_epoch": generation_id,
+        "member_id": member_id,
+        "topics": tuple(kio_topics),
+    }
+    if version >= 7:
+        kwargs["group_instance_id"] = instance_id
+    if version <= 4:
+        kwargs["retention_time"] = datetime.timedelta(milliseconds=retention_ms)
+    frame = request_frame(
+        apis.OFFSET_COMMIT, version, write(cls(**kwargs)), correlation_id, client_id
+    )
+    return struct.pack(">i", len(frame)) + frame
+
+
+def fast_commit(
+    data: bytes, max_frame: int = MAX
+) -> fastpath.OffsetCommitFields[CommitTopic] | None:
+    return fastpath.parse_offset_commit(
+        data, max_frame, fastpath.OffsetCommitFields, CommitTopic, CommitPartition
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    version=st.integers(2, 9),
+    group_id=long_ids,
+    generation_id=st.integers(-(2**31), 2**31 - 1),
+    member_id=long_ids,
+    instance_id=st.none() | ids,
+    retention_ms=st.integers(-1, 2**40),
+    topics=commit_request_topics,
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    client_id=st.none() | ids,
+)
+def test_offset_commit_fast_path_agrees_with_kio(
+    version: int,
+    group_id: str,
+    generation_id: int,
+    member_id: str,
+    instance_id: str | None,
+    retention_ms: int,
+    topics: list[tuple[str, list[tuple[int, int, int, str | None]]]],
+    correlation_id: int,
+    client_id: str | None,
+) -> None:
+    data = offset_commit_frame(
+        version,
+        group_id,
+        generation_id,
+        member_id,
+        instance_id,
+        retention_ms,
+        topics,
+        correlation_id,
+        client_id,
+    )
+    fields = fast_commit(data)
+    header, request = codec.decode_request(data[4:])
+    expected = adapters.to_command(header, request, "/h")
+    if fields is None:
+        # Refusing is always allowed, but only for a reason: a compact string too long for a
+        # one-byte length (v8+).
+        strings = [group_id, member_id, instance_id or ""]
+        strings += [name for name, _ in topics]
+        strings += [m or "" for _, parts in topics for *_, m in parts]
+        assert version >= 8
+        assert max(len(s.encode()) for s in strings) >= 126
+        return
+    assert (fields.version, fields.correlation_id, fields.client_id) == (
+        header.api_version,
+        header.correlation_id,
+        header.client_id,
+    )
+    got = OffsetCommit(
+        fields.group_id,
+        fields.generation_id,
+        fields.member_id,
+        fields.group_instance_id,
+        fields.retention_time_ms,
+        fields.topics,
+        fields.version,
+    )
+    assert got == expected
+
+
+def test_typical_commits_take_the_fast_path() -> None:
+    for version in range(2, 10):
+        data = offset_commit_frame(
+            version, "orders", 5, "consumer-1-abc", None, -1, [("t", [(0, 42, 3, "")])], 8, "c"
+        )
+        fields = fast_commit(data)
+        assert fields is not None
+        assert fields.topics == (
+            CommitTopic("t", (CommitPartition(0, 42, 3 if version >= 6 else -1, ""),)),
+        )
+
+
+def test_offset_commit_refuses_what_it_should_not_decode() -> None:
+    data = offset_commit_frame(8, "g", 1, "m", None, -1, [("t", [(0, 1, 2, None)])], 1, "c")
+    assert fast_commit(data + b"x") is None  # two reads' worth / wrong size
+    assert fast_commit(data[:-1]) is None  # short
+    assert fast_commit(data, len(data) - 5) is None  # over the frame cap
+    # A retention kio cannot hold in a timedelta: the general path closes the connection.
+    assert fast_commit(offset_commit_frame(2, "g", -1, "", None, 0, [], 1, "c")) is not None
+    far = bytearray(offset_commit_frame(2, "g", -1, "", None, 0, [], 1, "c"))
+    struct.pack_into(">q", far, 24, 2**62)  # size, header with client id "c", "g", -1, ""
+    assert fast_commit(bytes(far)) is None
+    huge = bytearray(offset_commit_frame(7, "g", 1, "m", None, -1, [], 1, "c"))
+    huge[-4:] = struct.pack(">i", 2**31 - 1)  # a topics count no frame could hold
+    assert fast_commit(bytes(huge)) is None
+    # A partition tagged field (v8+): the general path skips it; the fast path steps aside.
+    tagged = bytearray(data)
+    assert tagged[-4:] == b"\x00\x00\x00\x00"  # metadata null, partition/topic/request tags
+    tagged[-3:-2] = b"\x01\x05\x01\x00"
+    tagged[0:4] = struct.pack(">i", len(tagged) - 4)
+    assert fast_commit(bytes(tagged)) is None
+    assert codec.decode_request(bytes(tagged[4:]))[0].api_key == apis.OFFSET_COMMIT
+
+
+@given(st.binary(max_size=60), st.integers(0, 80))
+def test_mutated_commits_never_raise(noise: bytes, at: int) -> None:
+    for version in (2, 7, 9):
+        data = bytearray(
+            offset_commit_frame(version, "g", 3, "m", "i", 5, [("t", [(1, 2, 3, "x")])], 9, "c")
+        )
+        data[at % len(data) : at % len(data) + len(noise)] = noise
+        fast_commit(bytes(data))
+
+
+def test_a_failed_fast_commit_gets_every_partition_the_error() -> None:
+    """`Server._fail` answers a fast-path commit from the command it kept (not a kio request)."""
+    data = offset_commit_frame(
+        7, "g", 1, "m", None, -1, [("t", [(0, 1, 2, None), (3, 4, 5, "")])], 1, "c"
+    )
+    f = fast_commit(data)
+    assert f is not None
+    command = OffsetCommit(
+        f.group_id, f.generation_id, f.member_id, None, f.retention_time_ms, f.topics, f.version
+    )
+    header = RequestHeader(apis.OFFSET_COMMIT, 7, 1, "c")
+    response = adapters.error_response(header, command, ErrorCode.not_coordinator)
+    assert [
+        (t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+        for t in response.topics  # type: ignore[attr-defined]
+    ] == [("t", [(0, ErrorCode.not_coordinator), (3, ErrorCode.not_coordinator)])]

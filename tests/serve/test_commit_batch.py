@@ -1,0 +1,101 @@
+"""The server's batch of fast-path commits (Server.fast_offset_commit -> Runtime.submit_many),
+over real sockets: many committers at once, each answered once and durable, and a batch that
+fails closes only its own connections."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.core.coordinator import CoordinatorConfig
+from coordinator.core.topics import TopicCatalog, TopicInfo
+from coordinator.serve.journal import DiskJournal
+from coordinator.serve.server import Server, ServerOptions
+from storage.disk import DiskLog
+from tests.support.durability_util import RawConn
+
+HOST = "127.0.0.1"
+COMMITTERS = 40
+
+
+@contextlib.asynccontextmanager
+async def running(tmp_path: Path) -> AsyncIterator[tuple[Server, list[RawConn]]]:
+    """A server on a disk log, and a list for the test's connections: closed, then the server
+    stopped and its log closed, on the way out."""
+    ids = itertools.count()
+    options = ServerOptions(host=HOST, port=0, coordinator=CoordinatorConfig())
+    catalog = TopicCatalog((TopicInfo("orders", uuid.uuid4(), 4),))
+    disk = await DiskLog.open(tmp_path, policy="always")
+    server = Server(options, catalog, lambda p: f"{p}-{next(ids)}", journal=DiskJournal(disk))
+    await server.start()
+    conns: list[RawConn] = []
+    try:
+        yield server, conns
+    finally:
+        for c in conns:
+            c.close()
+        await server.stop()
+        await disk.close()
+
+
+async def test_concurrent_commits_are_batched_answered_once_and_durable(tmp_path: Path) -> None:
+    async with running(tmp_path) as (server, conns):
+        sizes: list[int] = []
+        handle_many = server.core.handle_many
+
+        def recording(commands: Any, now_ms: int) -> Any:
+            commands = list(commands)
+            sizes.append(len(commands))
+            return handle_many(commands, now_ms)
+
+        server.core.handle_many = recording  # type: ignore[method-assign]
+        conns += [await RawConn.open(HOST, server.options.port) for _ in range(COMMITTERS)]
+        for rnd in range(1, 6):
+            answers = await asyncio.gather(
+                *(c.commit(f"g{k}", "orders", {k % 4: rnd}) for k, c in enumerate(conns))
+            )
+            assert answers == [{k % 4: 0} for k in range(COMMITTERS)]
+        assert sum(sizes) == 5 * COMMITTERS
+        assert max(sizes) > 1, sizes  # commits read in one pass went in together
+        journal = server.journal
+        assert isinstance(journal, DiskJournal)
+        assert journal.durable_seq() == journal.last_seq()  # every answered commit is durable
+        for k, c in enumerate(conns[:5]):
+            error, parts = await c.fetch(f"g{k}", "orders", [k % 4])
+            assert (error, parts[k % 4][0]) == (0, 5)
+
+
+async def test_a_failing_batch_closes_its_connections_and_the_server_goes_on(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path) as (server, conns):
+        handle_many = server.core.handle_many
+        broken = [True]
+
+        def failing(commands: Any, now_ms: int) -> Any:
+            if broken[0]:
+                raise RuntimeError("injected")
+            return handle_many(commands, now_ms)
+
+        server.core.handle_many = failing  # type: ignore[method-assign]
+        conns += [await RawConn.open(HOST, server.options.port) for _ in range(3)]
+        results = await asyncio.gather(
+            *(c.commit("g", "orders", {0: 1}) for c in conns), return_exceptions=True
+        )
+        assert all(isinstance(r, asyncio.IncompleteReadError) for r in results), results
+        assert not server._pending  # nothing left waiting for an answer
+        broken[0] = False
+        conns.append(fresh := await RawConn.open(HOST, server.options.port))
+        assert await fresh.commit("g", "orders", {0: 2}) == {0: 0}
+
+
+@pytest.fixture(autouse=True)
+def _quiet_expected_errors(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("CRITICAL", logger="groupcoord.server")

@@ -1,0 +1,330 @@
+"""deploy/ and the Dockerfile, checked statically (no container engine runs here: the image is
+never built in the tests) and against a real `groupcoord serve`:
+
+- every YAML and JSON file under deploy/ parses; Kubernetes objects are well-formed; every
+  `groupcoord serve` command line, TOML config and GROUPCOORD_* variable in them is accepted by
+  the settings table (a renamed flag breaks this test, not a deployment);
+- every metric the Grafana dashboard queries is exported by a running server's /metrics after a
+  small scenario (join, sync, commit, leave), with the labels the queries group by;
+- the Dockerfile's CMD is the console script the tests run (`coordinator.cli:main`), its ENV
+  resolves to a listener on 0.0.0.0 and the data volume, and its HEALTHCHECK one-liner passes
+  against a running server and fails without one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench import wire
+from coordinator import cli
+from coordinator.serve import addresses, config
+from tests.support import ops_util
+from tests.support import realclients as rc
+from tests.support.durability_util import RawConn
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "groupcoord.json"
+
+
+def yaml_files() -> list[Path]:
+    return sorted([*DEPLOY.rglob("*.yaml"), *DEPLOY.rglob("*.yml")])
+
+
+def manifests() -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    return docs
+
+
+def serve_settings(argv: list[str], env: dict[str, str] | None = None) -> config.Settings:
+    """What `groupcoord serve ARGV` resolves to; fails the test on an unknown flag or bad value."""
+    assert argv[:2] == ["groupcoord", "serve"], argv
+    parser = cli.build_parser()
+    try:
+        args = parser.parse_args(argv[1:])
+    except SystemExit:
+        pytest.fail(f"groupcoord does not accept {shlex.join(argv)}")
+    return config.resolve(args, env or {})
+
+
+# -- everything parses ---------------------------------------------------------------------------
+
+
+def test_every_yaml_and_json_file_parses() -> None:
+    files = yaml_files()
+    assert len(files) >= 6, files
+    for path in files:
+        docs = list(yaml.safe_load_all(path.read_text()))
+        assert docs and all(isinstance(d, dict) for d in docs if d is not None), path
+    jsons = sorted(DEPLOY.rglob("*.json"))
+    assert DASHBOARD in jsons
+    for path in jsons:
+        json.loads(path.read_text())
+
+
+def test_kubernetes_objects_are_well_formed() -> None:
+    docs = manifests()
+    kinds = {d["kind"] for d in docs}
+    assert {"StatefulSet", "Service", "ConfigMap", "Deployment"} <= kinds
+    for d in docs:
+        assert d["apiVersion"] and d["metadata"]["name"], d
+    statefulset = next(d for d in docs if d["kind"] == "StatefulSet")
+    claims = statefulset["spec"]["volumeClaimTemplates"]
+    mounts = statefulset["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert {c["metadata"]["name"] for c in claims} <= {m["name"] for m in mounts}
+    service = next(d for d in docs if d["kind"] == "Service")
+    assert {p["port"] for p in service["spec"]["ports"]} == {9092, 9108}
+    assert service["spec"]["selector"] == statefulset["spec"]["selector"]["matchLabels"]
+
+
+def _groupcoord_containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = doc["spec"]["template"]["spec"]
+    pods = [*spec.get("initContainers", []), *spec.get("containers", [])]
+    return [c for c in pods if c["name"] == "groupcoord"]
+
+
+def test_kubernetes_command_lines_and_config_are_valid_settings(tmp_path: Path) -> None:
+    docs = manifests()
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap")
+    toml_text = configmap["data"]["groupcoord.toml"]
+    toml_path = tmp_path / "groupcoord.toml"
+    toml_path.write_text(toml_text)
+    workloads = [d for d in docs if d["kind"] in ("StatefulSet", "Deployment")]
+    assert len(workloads) == 2
+    for doc in workloads:
+        (container,) = _groupcoord_containers(doc)
+        argv = [a.replace("/etc/groupcoord/groupcoord.toml", str(toml_path))
+                for a in container["args"]]  # fmt: skip
+        env = {e["name"]: e["value"] for e in container.get("env", [])}
+        settings = serve_settings(argv, env)
+        ports = {p["containerPort"] for p in container["ports"]}
+        assert addresses.parse_host_port(settings.metrics_listen)[1] in ports
+        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+            if probe in container:
+                assert container[probe]["httpGet"]["path"] in ("/healthz", "/readyz")
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert settings.data_dir in mounts
+    # The standalone coordinator listens for other pods; the sidecar only for its own pod.
+    standalone = next(d for d in workloads if d["kind"] == "StatefulSet")
+    sidecar = next(d for d in workloads if d["kind"] == "Deployment")
+    assert tomllib.loads(toml_text)["listen"].startswith("0.0.0.0:")
+    sidecar_args = _groupcoord_containers(sidecar)[0]["args"]
+    assert "--listen=127.0.0.1:9092" in sidecar_args
+    assert any(a.startswith("--upstream=") for a in sidecar_args)
+    assert _groupcoord_containers(sidecar)[0]["restartPolicy"] == "Always"  # native sidecar
+    assert (
+        standalone["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] * 1000
+        > (tomllib.loads(toml_text)["shutdown_timeout_ms"])
+    )
+
+
+def test_compose_prometheus_and_grafana_fit_together() -> None:
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert set(services) == {"groupcoord", "prometheus", "grafana"}
+    env = {k: str(v) for k, v in services["groupcoord"]["environment"].items()}
+    serve_settings(["groupcoord", "serve"], env)
+    assert services["groupcoord"]["build"]["dockerfile"] == "Dockerfile"
+    assert (DEPLOY / services["groupcoord"]["build"]["context"] / "Dockerfile").is_file()
+    for service in services.values():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (DEPLOY / source).exists(), volume
+
+    prometheus = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    (job,) = prometheus["scrape_configs"]
+    assert job["static_configs"][0]["targets"] == ["groupcoord:9108"]
+    assert job["metrics_path"] == "/metrics"
+    k8s = yaml.safe_load((DEPLOY / "prometheus" / "kubernetes-scrape.yml").read_text())
+    assert k8s["scrape_configs"][0]["kubernetes_sd_configs"] == [{"role": "pod"}]
+
+    datasources = yaml.safe_load(
+        (DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yml").read_text()
+    )
+    (source,) = datasources["datasources"]
+    assert source["url"] == "http://prometheus:9090" and source["uid"] == "prometheus"
+    provider = yaml.safe_load(
+        (DEPLOY / "grafana" / "provisioning" / "dashboards" / "groupcoord.yml").read_text()
+    )
+    assert provider["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards"
+    assert "./grafana/dashboards:/var/lib/grafana/dashboards:ro" in services["grafana"]["volumes"]
+
+
+# -- the dashboard queries what /metrics exports --------------------------------------------------
+
+_METRIC = re.compile(r"\b(groupcoord_[a-z0-9_]+)")
+_BY = re.compile(r"\bby \(([^)]*)\)")
+_MATCHER = re.compile(r"([a-z_]+)\s*(?:=~|!~|!=|=)\s*\"")
+
+
+def dashboard_queries() -> list[str]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    assert len(exprs) >= 20
+    return exprs
+
+
+def test_dashboard_covers_what_the_issue_asks() -> None:
+    text = " ".join(dashboard_queries())
+    for needed in ("groupcoord_rebalances_total", "groupcoord_rebalance_duration_seconds_bucket",
+                   "sum by (state) (groupcoord_groups", "groupcoord_requests_total",
+                   "groupcoord_request_duration_seconds_bucket", "groupcoord_log_size_bytes",
+                   "groupcoord_log_fsync_seconds_bucket", "sum by (cause)"):  # fmt: skip
+        assert needed in text, needed
+
+
+async def _scenario(port: int) -> None:
+    """A rebalance, a commit, a second member's join and leave: every labelled series appears."""
+    conn, member_id, _ = await ops_util.stable_member("dash", "t", [0, 1], "127.0.0.1", port)
+    try:
+        assert await conn.commit("dash-simple", "t", {0: 1}) == {0: 0}
+        other = await RawConn.open("127.0.0.1", port)
+        try:
+            # Joins while the group is Stable: a rebalance (cause member_joined) that completes
+            # when the leader rejoins.
+            other_id = await ops_util.member_id_for(other, "dash", ["t"])
+            await ops_util.send_join(other, "dash", ["t"], other_id, rebalance_timeout_ms=60_000)
+            await ops_util.wait_state(port, "dash", "PreparingRebalance")
+            rejoined = await ops_util.join(conn, "dash", ["t"], member_id)
+            joined = wire.decode_join_v5(await ops_util.answer(other))
+            assert joined.error_code == 0 and rejoined.error_code == 0
+            await asyncio.gather(
+                ops_util.sync(other, "dash", joined.generation_id, joined.member_id, []),
+                ops_util.sync(conn, "dash", rejoined.generation_id, member_id, []),
+            )
+            await ops_util.request(other, wire.leave_group_v3("dash", [joined.member_id]))
+        finally:
+            other.close()
+    finally:
+        conn.close()
+
+
+async def test_every_dashboard_metric_is_exported(tmp_path: Path) -> None:
+    proc = ops_util.start(tmp_path, tmp_path / "data", {"t": 2}, metrics=True)
+    try:
+        await _scenario(proc.port)
+        families = list(text_string_to_metric_families(proc.metrics_text()))
+    finally:
+        proc.kill()
+    labels: dict[str, set[str]] = {}
+    for family in families:
+        for sample in family.samples:
+            labels.setdefault(sample.name, set()).update(sample.labels)
+    missing: list[str] = []
+    for expr in dashboard_queries():
+        names = _METRIC.findall(expr)
+        assert names, expr
+        missing += [f"{n} (in {expr})" for n in names if n not in labels]
+        used = {x.strip() for b in _BY.findall(expr) for x in b.split(",")}
+        used |= set(_MATCHER.findall(expr))
+        used -= {"le", "job", "instance", ""}  # le: every bucket; job/instance: Prometheus's own
+        have = set().union(*(labels.get(n, set()) for n in names))
+        missing += [f"label {label!r} of {names} (in {expr})" for label in used - have]
+    assert not missing, "the dashboard queries what /metrics does not export:\n" + "\n".join(
+        missing
+    )
+
+
+# -- the Dockerfile --------------------------------------------------------------------------------
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with line continuations joined and comments dropped."""
+    text = (REPO / "Dockerfile").read_text()
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    joined = "\n".join(lines).replace("\\\n", " ")
+    out = []
+    for line in joined.splitlines():
+        if line.strip():
+            word, _, rest = line.strip().partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def final_stage() -> list[tuple[str, str]]:
+    steps = dockerfile()
+    last_from = max(i for i, (word, _) in enumerate(steps) if word == "FROM")
+    return steps[last_from:]
+
+
+def image_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for word, rest in final_stage():
+        if word == "ENV":
+            for item in shlex.split(rest):
+                key, _, value = item.partition("=")
+                env[key] = value
+    return env
+
+
+def test_dockerfile_cmd_is_the_entry_point_the_tests_run() -> None:
+    cmds = [json.loads(rest) for word, rest in final_stage() if word == "CMD"]
+    assert len(cmds) == 1, "one exec-form CMD"
+    (cmd,) = cmds
+    assert cmd[:2] == ["groupcoord", "serve"]
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["groupcoord"] == "coordinator.cli:main"
+    # ...the module the tests start servers with (tests/support/realclients.py).
+    test_cmd = rc.groupcoord_command(9092, Path("d"), {}, {}, [])
+    assert test_cmd[1:4] == ["-m", "coordinator.cli", "serve"]
+    settings = serve_settings(cmd, image_env())
+    assert addresses.parse_host_port(settings.listen)[0] == "0.0.0.0"
+    assert addresses.parse_host_port(settings.metrics_listen)[0] == "0.0.0.0"
+
+    steps = final_stage()
+    exposed = {int(p) for word, rest in steps if word == "EXPOSE" for p in rest.split()}
+    assert {addresses.parse_host_port(settings.listen)[1], 9108} <= exposed == {9092, 9108}
+    volumes = [json.loads(rest) for word, rest in steps if word == "VOLUME"]
+    assert [settings.data_dir] in volumes
+    (user,) = [rest for word, rest in steps if word == "USER"]
+    assert user.split(":")[0] not in ("root", "0")
+    assert ("STOPSIGNAL", "SIGTERM") in steps
+    assert settings.shutdown_timeout_ms < 10_000  # inside docker stop's default grace period
+
+
+def test_dockerfile_copies_every_package() -> None:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    # Top-level directories: a subpackage comes with its parent's COPY.
+    packages = {p.split(".")[0] for p in pyproject["tool"]["setuptools"]["packages"]}
+    copied = {rest.split()[0] for word, rest in dockerfile() if word == "COPY"}
+    assert set(packages) <= copied, f"packages not copied into the image: {set(packages) - copied}"
+
+
+def _healthcheck_code() -> str:
+    (check,) = [rest for word, rest in final_stage() if word == "HEALTHCHECK"]
+    exec_form = json.loads(check[check.index("CMD") + 3 :].strip())
+    assert exec_form[:2] == ["python", "-c"]
+    return str(exec_form[2])
+
+
+def test_dockerfile_healthcheck_passes_against_a_running_server(tmp_path: Path) -> None:
+    code = _healthcheck_code()
+    proc = ops_util.start(tmp_path, tmp_path / "data", {"t": 1}, metrics=True)
+    try:
+        env = dict(os.environ, GROUPCOORD_METRICS_LISTEN=f"0.0.0.0:{proc.metrics_port}")
+        ok = subprocess.run(
+            [sys.executable, "-c", code], check=False, env=env, capture_output=True, timeout=10
+        )
+        assert ok.returncode == 0, ok.stderr
+    finally:
+        proc.kill()
+    down = subprocess.run(
+        [sys.executable, "-c", code], check=False, env=env, capture_output=True, timeout=10
+    )
+    assert down.returncode != 0

@@ -1,0 +1,1 @@
+"""Sidecar mode in front of tansu."""

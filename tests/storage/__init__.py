@@ -1,0 +1,1 @@
+"""The log on disk: entries, segments, compaction, recovery, crash and damage."""

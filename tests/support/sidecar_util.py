@@ -1,0 +1,430 @@
+"""Fixtures for the sidecar tests: tansu, a TCP relay standing for a broker address, `groupcoord
+serve --upstream` as a process, consuming drivers, and a raw pipelining Kafka client.
+
+Every process and listener is owned by a `Stack` (the `stack` fixture), which kills it at teardown.
+Waits are conditions with deadlines (tests.support.realclients.wait_until). Everything on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.serial import entity_reader
+
+from coordinator.sidecar import rewrite
+from tests.support import realclients as rc
+
+REPO = rc.REPO
+HOST = "127.0.0.1"
+
+
+def tansu_binary(peers: Path) -> Path:
+    path = peers / "bin" / "tansu"
+    if not path.is_file():
+        pytest.skip(f"tansu not installed in {peers} (run `make peers`)")
+    return path
+
+
+# ---------------------------------------------------------------------------------------- tansu
+
+
+@dataclass
+class Tansu:
+    """A tansu broker (memory storage). `advertised` is the port it puts in Metadata: its own,
+    or a relay's in front of it."""
+
+    binary: Path
+    port: int
+    advertised: int
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def start(self) -> None:
+        url = f"tcp://{HOST}:{self.port}"
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url",
+                 f"tcp://{HOST}:{self.advertised}", "--storage-engine", "memory://tansu/"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, "RUST_LOG": "warn"}, start_new_session=True)
+        rc.wait_until_sync(lambda: self.proc is not None and (self.proc.poll() is not None
+                                                              or rc.can_connect(HOST, self.port)),
+                           20, f"tansu on {self.port}")
+        assert self.proc.poll() is None, rc.tail(self.log_path)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+# ---------------------------------------------------------------------------------------- relay
+
+
+class Relay:
+    """A TCP relay on a fixed port to `target`: the broker's address as the sidecar sees it.
+    `stop()` closes the listener and resets every relayed connection (the broker is gone: refused
+    connects, dropped links); `start()` again is the broker back at the same address."""
+
+    def __init__(self, port: int, target: int) -> None:
+        self.port = port
+        self.target = target
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._relay, HOST, self.port,
+                                                  reuse_address=True)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(HOST, self.target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                while data := await src.read(1 << 16):
+                    dst.write(data)
+                    await dst.drain()
+            dst.transport.abort()
+
+        # Cancelled when the loop shuts down: end quietly (the stream callback logs otherwise).
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._writers -= {writer, up_writer}
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
+
+# -------------------------------------------------------------------------------------- sidecar
+
+
+@dataclass
+class Sidecar:
+    port: int
+    metrics_port: int
+    data_dir: Path
+    log_path: Path
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def metrics(self) -> str:
+        url = f"http://{HOST}:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return str(response.read().decode())
+
+    def groups(self) -> list[dict[str, Any]]:
+        url = f"http://{HOST}:{self.metrics_port}/groups"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return list(json.loads(response.read()))
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+@dataclass
+class Stack:
+    """What a test started; all of it is stopped at teardown."""
+
+    tmp: Path
+    peers: Path
+    tansus: list[Tansu] = field(default_factory=list)
+    relays: list[Relay] = field(default_factory=list)
+    sidecars: list[Sidecar] = field(default_factory=list)
+    members: list[rc.Member] = field(default_factory=list)
+
+    def tansu(self, advertised: int | None = None, port: int | None = None) -> Tansu:
+        port = port or rc.free_port()
+        t = Tansu(tansu_binary(self.peers), port, advertised or port,
+                  self.tmp / f"tansu-{port}.log")
+        self.tansus.append(t)
+        t.start()
+        return t
+
+    async def relay(self, target: int, port: int | None = None) -> Relay:
+        r = Relay(port or rc.free_port(), target)
+        self.relays.append(r)
+        await r.start()
+        return r
+
+    def sidecar(self, upstream: str, *extra: str, refresh_ms: int = 200) -> Sidecar:
+        port, metrics_port = rc.free_port(), rc.free_port()
+        data_dir = self.tmp / f"sidecar-{port}"
+        log_path = self.tmp / f"sidecar-{port}.log"
+        cmd = [sys.executable, "-m", "coordinator.cli", "serve", "--listen", f"{HOST}:{port}",
+               "--data-dir", str(data_dir), "--upstream", upstream,
+               "--metrics-listen", f"{HOST}:{metrics_port}", "--metrics-per-group",
+               "--upstream-refresh-ms", str(refresh_ms), "--lag-interval-ms", "300",
+               "--initial-rebalance-delay-ms", "0", "--session-timeout-min-ms", "1000",
+               *extra]
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+        s = Sidecar(port, metrics_port, data_dir, log_path, proc)
+        self.sidecars.append(s)
+        rc.wait_until_sync(lambda: proc.poll() is not None or rc.can_connect(HOST, port), 20,
+                           "the sidecar to listen")
+        assert proc.poll() is None, s.log()
+        return s
+
+    async def consumer(self, kind: str, name: str, bootstrap: str, group: str, topic: str,
+                       heartbeat_interval_ms: int = 500) -> rc.Member:
+        args = ["-m", "tests.clients.sidecar_consumer", "--kind", kind, "--bootstrap", bootstrap,
+                "--group", group, "--topic", topic, "--client-id", name,
+                "--heartbeat-interval-ms", str(heartbeat_interval_ms)]
+        log_path = self.tmp / f"consumer-{name}-{time.monotonic_ns()}.log"
+        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+        with log_path.open("wb") as log:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, *args, stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=log, cwd=REPO, env=env,
+                start_new_session=True)
+        member = rc.Member(kind, name, proc, log_path)
+        member.reader = asyncio.create_task(member._read())
+        self.members.append(member)
+        return member
+
+    async def close(self) -> None:
+        for m in self.members:
+            m.kill()
+        for m in self.members:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(m.proc.wait(), 10)
+            if m.reader is not None:
+                m.reader.cancel()
+        for s in self.sidecars:
+            s.kill()
+        for r in self.relays:
+            await r.stop()
+        for t in self.tansus:
+            t.kill()
+
+    def explain(self) -> str:
+        parts = [f"--- sidecar log ---\n{rc.tail(s.log_path, 40)}" for s in self.sidecars]
+        parts += [m.log_tail(15) for m in self.members]
+        parts += [f"{m.name}: {[(e['event'], e.get('partitions')) for e in m.events[-8:]]}"
+                  for m in self.members]
+        return "\n".join(parts)
+
+
+@pytest.fixture
+async def stack(tmp_path: Path, peers_dir: Path) -> AsyncIterator[Stack]:
+    s = Stack(tmp_path, peers_dir)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+# ------------------------------------------------------------------------ what consumers said
+
+
+def records(m: rc.Member) -> list[tuple[int, int, str]]:
+    return [(p, o, k) for e in m.events if e["event"] == "records" for p, o, k in e["records"]]
+
+
+def fetched(m: rc.Member) -> dict[int, int]:
+    """The last high watermarks the consumer reported for its assigned partitions."""
+    for e in reversed(m.events):
+        if e["event"] == "fetched":
+            return {int(p): hw for p, hw in e["highwater"].items()}
+    return {}
+
+
+def polls(m: rc.Member) -> int:
+    for e in reversed(m.events):
+        if e["event"] == "fetched":
+            return int(e["polls"])
+    return 0
+
+
+# ------------------------------------------------------------------------------- Kafka helpers
+
+
+async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    await admin.start()
+    try:
+        response = await admin.create_topics([NewTopic(name, partitions, 1)])
+        errors = [e for _, e, *_ in response.topic_errors if e]
+        assert not errors, response
+    finally:
+        await admin.close()
+
+
+async def delete_topic(bootstrap: str, name: str) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    await admin.start()
+    try:
+        await admin.delete_topics([name])
+    finally:
+        await admin.close()
+
+
+async def produce(bootstrap: str, topic: str, keys: list[str],
+                  request_timeout_ms: int = 10000) -> None:
+    """Keyed messages (value = key), all acknowledged (acks=all)."""
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+                                request_timeout_ms=request_timeout_ms)
+    try:
+        await producer.start()
+        futures = [await producer.send(topic, key=k.encode(), value=k.encode()) for k in keys]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+def upstream_groups(bootstrap: str) -> list[str]:
+    """The groups the broker itself coordinates (ListGroups straight to it)."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        return [g["group_id"] for g in admin.list_groups()]
+    finally:
+        admin.close()
+
+
+# ---------------------------------------------------------------------------- raw Kafka client
+
+_KIO_NAMES = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 10: "find_coordinator",
+              18: "api_versions", 60: "describe_cluster"}
+
+
+def _kio_module(api_key: int, version: int, kind: str) -> Any:
+    from protocol import apis
+
+    name = apis.APIS[api_key].name if api_key in apis.APIS else _KIO_NAMES[api_key]
+    return importlib.import_module(f"kio.schema.{name}.v{version}.{kind}")
+
+
+def kio(api_key: int, version: int, cls_name: str, /, **fields: Any) -> Any:
+    """A kio request entity (or nested entity) by class name: kio(3, 12, 'MetadataRequest', ...)."""
+    return getattr(_kio_module(api_key, version, "request"), cls_name)(**fields)
+
+
+def decode(api_key: int, version: int, frame: bytes) -> Any:
+    """A framed response -> its kio response entity."""
+    module = _kio_module(api_key, version, "response")
+    cls = next(c for n, c in vars(module).items()
+               if n.endswith("Response") and getattr(c, "__module__", "") == module.__name__
+               and getattr(getattr(c, "__type__", None), "name", "") == "response")
+    offset = 8
+    if api_key != 18 and cls.__flexible__:
+        offset = 9  # an empty tagged-field section in response header v1
+    value, _ = entity_reader(cls)(frame, offset)
+    return value
+
+
+class RawClient:
+    """Requests written back to back (pipelined); responses read in order, each with a deadline."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self._next = 1
+
+    @classmethod
+    async def connect(cls, port: int) -> RawClient:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        return cls(reader, writer)
+
+    def frame(self, entity: Any) -> tuple[int, bytes]:
+        correlation_id, self._next = self._next, self._next + 1
+        return correlation_id, rewrite.encode_request(entity, correlation_id, "raw-test")
+
+    async def send(self, *entities: Any) -> list[int]:
+        ids, frames = [], []
+        for entity in entities:
+            correlation_id, frame = self.frame(entity)
+            ids.append(correlation_id)
+            frames.append(frame)
+        self.writer.write(b"".join(frames))  # one write: every request in flight at once
+        await self.writer.drain()
+        return ids
+
+    async def receive(self, timeout: float = 10) -> bytes:
+        """One framed response; raises ConnectionError when the connection closes."""
+        async def read() -> bytes:
+            size = await self.reader.readexactly(4)
+            return size + await self.reader.readexactly(struct.unpack(">i", size)[0])
+
+        try:
+            return await asyncio.wait_for(read(), timeout)
+        except asyncio.IncompleteReadError as exc:
+            raise ConnectionError("closed by the server") from exc
+
+    async def call(self, entity: Any, timeout: float = 10) -> Any:
+        await self.send(entity)
+        cls = type(entity)
+        return decode(cls.__api_key__, cls.__version__, await self.receive(timeout))
+
+    def close(self) -> None:
+        self.writer.transport.abort()
+
+
+def record_batch(keys: list[str]) -> bytes:
+    """A v2 record batch (aiokafka's builder: it computes the CRC-32C)."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        batch_size=1 << 26)
+    now = int(time.time() * 1000)
+    for i, key in enumerate(keys):
+        builder.append(i, timestamp=now, key=key.encode(), value=key.encode(), headers=[])
+    return bytes(builder.build())
+
+
+def produce_request(topic: str, partition: int, keys: list[str], acks: int = 1) -> Any:
+    import datetime
+
+    data = kio(0, 7, "PartitionProduceData", index=partition, records=record_batch(keys))
+    topic_data = kio(0, 7, "TopicProduceData", name=topic, partition_data=(data,))
+    return kio(0, 7, "ProduceRequest", transactional_id=None, acks=acks,
+               timeout=datetime.timedelta(seconds=10), topic_data=(topic_data,))
+
