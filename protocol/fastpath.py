@@ -8,11 +8,11 @@ response side reuses `codec.encode_heartbeat_response`'s precomputed bodies.
 
 Invariants:
 - `parse_heartbeat` and `parse_offset_commit` only ever accept what the general decoder would
-  decode to the same fields
-  (tests/test_fastpath.py checks this differentially, with Hypothesis, against kio). Anything they
-  are not sure of -- another API, an unsupported version, tagged fields, a long compact string, a
-  truncated or oddly encoded frame -- returns None, and the caller takes the general path, which
-  owns every error and every close. The fast path never raises on bad input.
+  decode to the same fields (tests/protocol/test_fastpath.py checks this differentially, with
+  Hypothesis, against kio). Anything they are not sure of -- another API, an unsupported version,
+  tagged fields, a long compact string, a truncated or oddly encoded frame -- returns None, and
+  the caller takes the general path, which owns every error and every close. The fast path
+  never raises on bad input.
 - Trailing bytes after the body are ignored, as Kafka's parser (and the general path) does.
 
 Pure: no I/O.
@@ -326,7 +326,8 @@ def _compact_nullable_string(data: bytes, offset: int) -> tuple[str | None, int]
 # a commit's cost), and commits are the second-hottest request. The layout is small and fixed
 # (OffsetCommitResponse.json): [throttle_time_ms int32 (v3+)] topics[name, partitions[
 # partition_index int32, error_code int16]], flexible from v8 (compact arrays and strings, empty
-# tagged-field sections). tests/test_fastpath.py checks every version against kio's decoder.
+# tagged-field sections). tests/protocol/test_fastpath.py checks every version against kio's
+# decoder.
 
 
 class CommitPartitionError(Protocol):

@@ -2,11 +2,11 @@
 
 kio 0.6.5's native reader reserves memory for an array from the length on the wire before checking
 that the buffer can hold it; a 20-byte frame claiming 2**34 elements makes the Rust allocator fail,
-which aborts the whole process (found by tests/test_codec.py's fuzz test). A peer must never be able
-to do that, so every request schema that contains an array is first walked here, without building
-anything: each array's claimed length must fit in the bytes that remain (every element of every
-request array we accept encodes to at least one byte; `min_size` is checked when the scanner is
-built), and every string, bytes and tagged field must fit in the frame.
+which aborts the whole process (found by tests/protocol/test_codec.py's fuzz test). A peer must
+never be able to do that, so every request schema that contains an array is first walked here,
+without building anything: each array's claimed length must fit in the bytes that remain (every
+element of every request array we accept encodes to at least one byte; `min_size` is checked when
+the scanner is built), and every string, bytes and tagged field must fit in the frame.
 
 Invariants:
 - `scanner_for(cls)` is None for schemas without arrays: nothing there allocates from a length
