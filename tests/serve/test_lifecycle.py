@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,13 @@ async def test_second_signal_forces_exit(exits: list[int]) -> None:
         assert exits == [128 + signal.SIGTERM]
     finally:
         signals.close()
+    # No watchdog outlives close(): a leaked one would call the real os._exit(1) in this process
+    # a deadline later, whatever test is running then.
+    await rc.wait_until(lambda: not watchdogs(), 5, "every watchdog timer to end")
+
+
+def watchdogs() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()]
 
 
 async def test_overdue_shutdown_exits_1(exits: list[int]) -> None:
