@@ -1,8 +1,7 @@
 """kafkajs (npm, 2.x) as a real client: the product promises it works; these tests hold us to it.
 
 The driver is tests/clients/kafkajs_driver.js (kafkajs is installed by tests/support/peers.py into
-the
-peers dir). kafkajs' only assignor is its own round robin, protocol name "RoundRobinAssigner",
+the peers dir). kafkajs' only assignor is its own round robin, protocol name "RoundRobinAssigner",
 which no other client lists, so kafkajs groups are kafkajs-only; it has no static membership. What
 is checked, as for the other clients (issue 2): N = 1..3 members split a 12-partition topic and
 DescribeGroups agrees with each member; a clean close (LeaveGroup, on "close" or SIGTERM) hands the

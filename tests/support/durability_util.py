@@ -2,11 +2,9 @@
 the same data dir and port, a tiny hand-encoded raw-protocol client (OffsetCommit v2 and
 OffsetFetch v2, non-flexible: independent of the server's codec), and a committing consumer driver.
 
-The driver (`python -m tests.support.durability_util aiokafka|confluent ARGS`) follows the contract
-of
-tests/clients/common.py (same arguments, same events, so tests.support.realclients.Member reads it)
-and
-also takes JSON commands on stdin, one a line:
+The driver (`python -m tests.support.durability_util aiokafka|confluent ARGS`) follows the
+contract of tests/clients/common.py (same arguments, same events, so
+tests.support.realclients.Member reads it) and also takes JSON commands on stdin, one a line:
 
     {"cmd": "commit", "offsets": {"<partition>": offset, ...}}  -> {"event": "committed", ...}
                                                                   or {"event": "commit_failed"}

@@ -3,7 +3,8 @@
 Rules they keep: every wait is a condition with a deadline (`wait_until`), never a bare sleep; every
 process started here is killed by the fixture that owns it; a failure message carries what was last
 observed and the tail of the process logs, so a red test says why without a rerun.
-(tests/harness.py is the unit tests' fake-clock harness; this module is the real-socket side.)
+(tests/support/fakeclock.py is the unit tests' fake-clock harness; this module is the real-socket
+side.)
 """
 
 from __future__ import annotations
