@@ -45,24 +45,18 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
     assert "0 broken" in out.stdout
 
 
-def test_a_core_module_importing_asyncio_breaks_the_core_contract(tree: Path) -> None:
-    add_import(tree / "coordinator" / "core" / "group.py", "import asyncio  # noqa")
+@pytest.mark.parametrize(
+    ("module", "line", "contract"),
+    [
+        ("core/group.py", "import asyncio", "The pure core imports nothing above it, and no I/O"),
+        ("serve/server.py", "import coordinator.sidecar.upstream",
+         "The sidecar may use the server, never the reverse"),
+        ("serve/addresses.py", "import coordinator.serve.config",  # config imports addresses
+         "No import cycles among the modules of a package"),
+    ],
+)
+def test_a_violation_breaks_its_contract(tree: Path, module: str, line: str, contract: str) -> None:
+    add_import(tree / "coordinator" / module, f"{line}  # noqa")
     out = lint(tree)
     assert out.returncode != 0
-    assert "The pure core imports nothing above it, and no I/O BROKEN" in out.stdout, out.stdout
-
-
-def test_the_server_importing_the_sidecar_breaks_its_contract(tree: Path) -> None:
-    server = tree / "coordinator" / "serve" / "server.py"
-    add_import(server, "import coordinator.sidecar.upstream  # noqa")
-    out = lint(tree)
-    assert out.returncode != 0
-    assert "The sidecar may use the server, never the reverse BROKEN" in out.stdout, out.stdout
-
-
-def test_a_cycle_breaks_the_acyclic_contract(tree: Path) -> None:
-    addresses = tree / "coordinator" / "serve" / "addresses.py"
-    add_import(addresses, "import coordinator.serve.config  # noqa")
-    out = lint(tree)
-    assert out.returncode != 0
-    assert "No import cycles among the modules of a package BROKEN" in out.stdout, out.stdout
+    assert f"{contract} BROKEN" in out.stdout, out.stdout
