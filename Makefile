@@ -8,7 +8,7 @@ METRICS ?= 127.0.0.1:9108
 # Where test peers (Java client jars, tansu, kafkajs) are unpacked; outside git.
 PEERS   ?= .cache/peers
 
-.PHONY: run test unit lint bench peers venv clean
+.PHONY: run test unit lint bench mutation peers venv clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,pipeline]'
+	touch $@
+
+$(VENV)/.installed-mutation: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,mutation]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -47,5 +51,12 @@ unit: $(VENV)/.installed-test
 bench: peers
 	GROUPCOORD_PEERS=$(abspath $(PEERS)) $(BIN)/python -m bench
 
+# Mutation testing of the core and storage (README "Development"); not part of `make test`.
+# Results stay in mutants/: a second run re-tests only the functions that changed.
+MUTATION_CHILDREN ?= 2
+mutation: $(VENV)/.installed-mutation
+	nice -n 10 $(BIN)/mutmut run --max-children $(MUTATION_CHILDREN)
+	$(BIN)/python -m tests.mutation_report
+
 clean:
-	rm -rf $(VENV) .cache build *.egg-info
+	rm -rf $(VENV) .cache build *.egg-info mutants
