@@ -691,7 +691,8 @@ class GroupMachine(GroupTimers):
             )
             fx.replies.append((reply_to, LeaveGroupResult(E.none, left)))
             return
-        if group.state is _DEAD:
+        # Unreachable, so equivalent under mutation: this coordinator never unloads a group.
+        if group.state is _DEAD:  # pragma: no mutate block
             fx.replies.append((reply_to, LeaveGroupResult(E.coordinator_not_available)))
             return
         results: list[LeftMember] = []
@@ -701,7 +702,8 @@ class GroupMachine(GroupTimers):
             if not m.member_id:
                 known = (
                     group.static_members.get(m.group_instance_id)
-                    if m.group_instance_id is not None
+                    # Equivalent under mutation: static_members has no None key either.
+                    if m.group_instance_id is not None  # pragma: no mutate
                     else None
                 )
                 if known is None:
