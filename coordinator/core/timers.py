@@ -38,7 +38,8 @@ def earliest_session(group: ClassicGroup) -> int:
     for owners in (group.members, group.pending_members):
         for owner in owners.values():
             deadline = owner.deadline_ms
-            if deadline and (not earliest or deadline < earliest):
+            # `<=` for `<` is an equivalent mutant: on a tie either deadline is the same value.
+            if deadline and (not earliest or deadline < earliest):  # pragma: no mutate
                 earliest = deadline
     return earliest
 
@@ -52,7 +53,9 @@ class GroupTimers:
     def __init__(self) -> None:
         self._heap: list[TimerEntry] = []
         self._purge_at = _PURGE_MIN_ENTRIES  # heap size that triggers `_purge_timers`
-        self._seq = 0
+        # Starting at 1 is an equivalent mutant: seqs are only compared with each other, and 0
+        # ("not armed") is issued from no positive start, since a push adds before issuing.
+        self._seq = 0  # pragma: no mutate
 
     def _push(self, deadline_ms: int, kind: int, group_id: str) -> int:
         heap = self._heap
@@ -60,7 +63,9 @@ class GroupTimers:
             # Before the push: the caller records the new entry's seq only after this returns,
             # so until then the entry would look dead.
             self._purge_timers()
-        self._seq += 1
+        # `+= 2` is an equivalent mutant (seqs stay unique and increasing); a decreasing seq is
+        # not, and tests/core/test_pin_timers.py pins the same-deadline firing order it breaks.
+        self._seq += 1  # pragma: no mutate
         heapq.heappush(heap, (deadline_ms, self._seq, kind, group_id))
         return self._seq
 
