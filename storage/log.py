@@ -76,7 +76,9 @@ class Log(Protocol):
     def healthy(self) -> bool: ...
 
 
-class MemoryLog:
+# Not mutated (`make mutation`): a test double, so its mutants would say nothing about the log the
+# coordinator runs on (storage.disk); the tests that use it are what it is for.
+class MemoryLog:  # pragma: no mutate block
     """The same contract, in memory, for unit tests. `fail_next` injects a write failure."""
 
     def __init__(
