@@ -288,7 +288,9 @@ def _text_at(buf: bytes, pos: int) -> tuple[str | None, int]:
     (n,) = _H.unpack_from(buf, pos)
     pos += 2
     end = pos + n
-    if n < 0 or end > len(buf):
+    # `>=` for `>` is an equivalent mutant: no group value ends with a string (the member count
+    # or a byte array follows), so the next read refuses such a buffer either way.
+    if n < 0 or end > len(buf):  # pragma: no mutate
         if n == -1:
             return None, pos
         raise RecordDecodeError("truncated record")
@@ -320,7 +322,9 @@ def _decode_group_value(buf: bytes) -> GroupMetadataValue:
         pos += 8
     (count,) = _I.unpack_from(buf, pos)
     pos += 4
-    if protocol_type is None or count < 0 or count > len(buf):
+    # `count >= len(buf)` is an equivalent mutant: a member takes more than one byte, so a count
+    # equal to the length is as impossible as a larger one, and the member reads refuse it.
+    if protocol_type is None or count < 0 or count > len(buf):  # pragma: no mutate
         raise RecordDecodeError(f"bad group value: protocol type {protocol_type}, {count} members")
     members = []
     for _ in range(count):
@@ -371,7 +375,9 @@ def decode_topic_value(value: bytes) -> TopicValue:
     racks = []
     for _ in range(count):
         n = r.int32()
-        if n < 0 or n > len(value):
+        # `n >= len(value)` is an equivalent mutant: a rack string takes two bytes or more, so
+        # n equal to the length is as impossible as a larger one, and the string reads refuse it.
+        if n < 0 or n > len(value):  # pragma: no mutate
             raise RecordDecodeError(f"bad rack count {n}")
         racks.append(tuple(r.string() for _ in range(n)))
     r.done()
@@ -426,7 +432,8 @@ def _make_fast_decoder() -> Callable[[bytes, bytes], Record | None]:
     unpack_head, unpack_q, unpack_i = _HQIH.unpack_from, _Q.unpack_from, _I.unpack_from
     head_size, fixed = _HQIH.size, _OFFSET_V3_FIXED_BYTES
     cache = _prefix_cache
-    fast = _shapes_unchanged()
+    # A falsy `fast` is an equivalent mutant: the constructors build the same records, slower.
+    fast = _shapes_unchanged()  # pragma: no mutate
 
     def decode(key: bytes, value: bytes) -> Record | None:
         """A type-1 key with a v3 value, or None to take the general path (it reports errors)."""
@@ -436,7 +443,8 @@ def _make_fast_decoder() -> Callable[[bytes, bytes], Record | None]:
         if version != 3 or meta_len < 0 or len(value) != fixed + meta_len:
             return None
         prefix = key[2:-4]
-        pair = cache.get(prefix)
+        # A miss here is an equivalent mutant: _group_and_topic gives the same pair, slower.
+        pair = cache.get(prefix)  # pragma: no mutate
         if pair is None:
             pair = _group_and_topic(prefix)
             if pair is None:
