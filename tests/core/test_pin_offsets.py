@@ -10,8 +10,17 @@ through.
 
 from __future__ import annotations
 
-from coordinator.core.events import OffsetsDeleted
+from coordinator.core.coordinator import CoordinatorConfig
+from coordinator.core.events import OffsetsDeleted, OffsetsExpired
 from coordinator.core.messages import ErrorCode as E
+from coordinator.core.messages import (
+    FetchedGroup,
+    FetchedPartition,
+    FetchedTopic,
+    FetchGroup,
+    FetchTopic,
+    OffsetFetch,
+)
 from coordinator.core.offsets import OffsetStore
 from coordinator.core.records import OffsetCommitKey, OffsetCommitValue
 from tests.support.fakeclock import Harness
@@ -96,3 +105,72 @@ def test_the_store_gets_what_was_put_and_nothing_else() -> None:
     assert store.delete("g", "orders", 1) is True
     assert store.get("g", "orders", 1) is None
     assert store.group_ids() == []
+
+
+# -- OffsetFetch, OffsetDelete, retention: whole answers -----------------------------------------
+
+DAY = 24 * 3600 * 1000
+RETENTION = CoordinatorConfig(offsets_retention_ms=DAY, offsets_retention_check_interval_ms=60_000)
+
+
+def test_a_batched_fetch_answers_each_group_by_name_with_every_field() -> None:
+    h = Harness()
+    h.commit("a", {("orders", 1): 10}, leader_epoch=4, metadata="m")
+    result = h.call(
+        OffsetFetch(
+            (FetchGroup("a", (FetchTopic("orders", (1, 2)),)), FetchGroup("b", None)), False, 8
+        )
+    )
+    assert result.groups == (
+        FetchedGroup(
+            "a",
+            E.none,
+            (
+                FetchedTopic(
+                    "orders",
+                    (
+                        FetchedPartition(1, 10, 4, "m", E.none),
+                        FetchedPartition(2, -1, -1, "", E.none),
+                    ),
+                ),
+            ),
+        ),
+        FetchedGroup("b", E.none, ()),
+    )
+    all_topics = h.fetch("a", None)
+    assert all_topics == FetchedGroup(
+        "a", E.none, (FetchedTopic("orders", (FetchedPartition(1, 10, 4, "m", E.none),)),)
+    )
+    h.core.loading = True
+    assert h.fetch("a", {"orders": (1,)}) == FetchedGroup("a", E.coordinator_load_in_progress, ())
+
+
+def test_offset_delete_counts_what_it_deleted_and_waits_for_loading() -> None:
+    h = Harness()
+    h.commit("g", {("orders", 0): 1, ("orders", 1): 2, ("payments", 0): 3})
+    r = h.delete_offsets("g", {"orders": (0, 1, 3), "payments": (0,)})
+    assert r.error is E.none
+    assert h.events_of(OffsetsDeleted) == [OffsetsDeleted("g", 3)]
+    h.core.loading = True
+    assert h.delete_offsets("g", {"orders": (0,)}).error is E.coordinator_load_in_progress
+
+
+def test_a_group_whose_offsets_stay_does_not_stop_the_check_of_the_next_groups() -> None:
+    """The retention check visits every group: a Stable non-consumer group (offsets never
+    expire while it is not Empty) and a Stable consumer group (offsets of a subscribed topic
+    stay) come first, and the simple group after them still loses its offset and is deleted."""
+    h = Harness(RETENTION)
+    (a,), _, gen_a = h.stable_group("a", 1, session=1_800_000, protocol_type="connect")
+    (c,), _, gen_c = h.stable_group("c", 1, session=1_800_000)  # reads orders
+    h.commit("a", {("orders", 0): 1}, generation=gen_a, member_id=a)
+    h.commit("c", {("orders", 0): 2}, generation=gen_c, member_id=c)
+    h.commit("b", {("orders", 0): 3})
+    for _ in range(100):
+        h.advance(DAY // 96)
+        h.heartbeat("a", a, gen_a)
+        h.heartbeat("c", c, gen_c)
+    assert h.offset_of("a", "orders", 0) == 1
+    assert h.offset_of("c", "orders", 0) == 2
+    assert h.offset_of("b", "orders", 0) == -1
+    assert h.core.group("b") is None
+    assert h.events_of(OffsetsExpired) == [OffsetsExpired("b", 1)]
