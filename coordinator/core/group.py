@@ -248,7 +248,9 @@ class ClassicGroup:
         """Kafka's `remove`: drops the member; a removed leader is replaced by the next member.
 
         Parked requests are the caller's to answer (it knows which error applies)."""
-        self.pending_members.pop(member_id, None)
+        # Defensive, so equivalent under mutation: the one caller (joins._drop_member) passes a
+        # joined member, and a pending id leaves pending_members when its member joins.
+        self.pending_members.pop(member_id, None)  # pragma: no mutate
         member = self.members.pop(member_id, None)
         if member is None:
             return None
@@ -258,7 +260,9 @@ class ClassicGroup:
             del self.static_members[instance_id]
         if member.join_reply_to is not None:
             self.num_awaiting_join -= 1
-        self.pending_sync.discard(member_id)
+        # Equivalent under mutation: every removal is followed by a rebalance, or happens in
+        # PreparingRebalance, and both clear pending_sync.
+        self.pending_sync.discard(member_id)  # pragma: no mutate
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         return member

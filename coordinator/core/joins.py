@@ -156,9 +156,10 @@ class GroupMachine(GroupTimers):
         if member.sync_reply_to is not None:
             # Kafka leaves such a future to time out; we must answer every reply_to.
             fx.replies.append((member.sync_reply_to, SyncGroupResult(E.unknown_member_id)))
-            member.sync_reply_to = None
+            # Equivalent under mutation, here and below: nothing reads a removed member again.
+            member.sync_reply_to = None  # pragma: no mutate
         group.remove(member.member_id)
-        member.join_reply_to = None
+        member.join_reply_to = None  # pragma: no mutate
         fx.events.append(
             MemberLeft(
                 group.group_id,
@@ -566,7 +567,7 @@ class GroupMachine(GroupTimers):
                     group.join_members() if skip and is_leader else (),
                 )
                 fx.replies.append((reply_to, result))
-                # Equivalent under mutation (the 0): join_version is read only with a parked join.
+                # Equivalent under mutation (the 0): nothing reads join_version.
                 group.park_join(member, None, 0)  # pragma: no mutate
                 return None
             return self._prepare_rebalance(
