@@ -549,14 +549,18 @@ def _group_from_record(group_id: str, value: GroupMetadataValue) -> ClassicGroup
     """ClassicGroup.fromRecord: Stable with members, else Empty; one protocol per member."""
     ts = value.current_state_timestamp_ms
     group = ClassicGroup(group_id, None if ts < 0 else ts)
-    group.protocol_type = value.protocol_type or None
+    # Equivalent mutants on the next line and on `protocol_type=` below: `add` sets the group's
+    # protocol type from the first member's (the only reader of a member's protocol_type), and
+    # it is set again after the members.
+    group.protocol_type = value.protocol_type or None  # pragma: no mutate
     group.generation_id = value.generation_id
     group.protocol_name = value.protocol_name
     for mm in value.members:
         rebalance = (
             mm.session_timeout_ms if mm.rebalance_timeout_ms == -1 else mm.rebalance_timeout_ms
         )
-        protocols = (Protocol(value.protocol_name or "", mm.subscription),)
+        # The `or ""` is an equivalent mutant: a group with members always has a protocol.
+        protocols = (Protocol(value.protocol_name or "", mm.subscription),)  # pragma: no mutate
         group.add(
             Member(
                 mm.member_id,
@@ -565,7 +569,7 @@ def _group_from_record(group_id: str, value: GroupMetadataValue) -> ClassicGroup
                 client_host=mm.client_host,
                 rebalance_timeout_ms=rebalance,
                 session_timeout_ms=mm.session_timeout_ms,
-                protocol_type=value.protocol_type,
+                protocol_type=value.protocol_type,  # pragma: no mutate
                 protocols=protocols,
                 assignment=mm.assignment,
             )
