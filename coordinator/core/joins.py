@@ -463,7 +463,8 @@ class GroupMachine(GroupTimers):
         self, reply_to: int, group: ClassicGroup, cmd: JoinGroup, now_ms: int, fx: Effects
     ) -> None:
         member_id = cmd.member_id
-        if group.state is _DEAD:
+        # Unreachable, so equivalent under mutation: this coordinator never unloads a group.
+        if group.state is _DEAD:  # pragma: no mutate block
             return self._join_error(reply_to, E.coordinator_not_available, member_id, fx)
         if not group.supports_protocols(cmd.protocol_type, tuple(p.name for p in cmd.protocols)):
             return self._join_error(reply_to, E.inconsistent_group_protocol, member_id, fx)
@@ -485,7 +486,9 @@ class GroupMachine(GroupTimers):
         if state is _PREPARING:
             self._update_member(reply_to, group, member, cmd, fx)
             return self._maybe_complete_join(group, now_ms, fx)
-        if state is _EMPTY:
+        # Unreachable, so equivalent under mutation: an Empty group has no members, so
+        # validate_member has already answered UNKNOWN_MEMBER_ID above.
+        if state is _EMPTY:  # pragma: no mutate block
             return self._join_error(reply_to, E.unknown_member_id, member_id, fx)
         is_leader = group.is_leader(member_id)
         same = member.matches(cmd.protocols)
