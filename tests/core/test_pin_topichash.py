@@ -79,3 +79,24 @@ def test_an_untracked_group_reads_nothing_and_its_topics_hash_is_dropped() -> No
     assert group.hashed_topics == frozenset()
     cache.untrack(group)  # a second time: still nothing to read, nothing to fail
     assert group.hashed_topics == frozenset()
+
+
+def test_a_topic_that_does_not_exist_hashes_to_zero_and_is_not_cached() -> None:
+    cache = TopicHashCache(TopicCatalog((TopicInfo("orders", uuid.UUID(int=1), 4),)))
+    cache.subscribe("g", frozenset(), frozenset({"orders", "gone"}))
+    assert cache.topic_hash("gone") == 0  # docs/protocol.md §13.3
+    assert "gone" not in cache
+
+
+def test_recomputations_count_the_hashes_computed_again_after_a_change() -> None:
+    cache = TopicHashCache(TopicCatalog((TopicInfo("orders", uuid.UUID(int=1), 4),)))
+    cache.subscribe("g", frozenset(), frozenset({"orders"}))
+    first = cache.topic_hash("orders")
+    assert cache.recomputations == 0
+    cache.invalidate("orders")
+    assert cache.topic_hash("orders") == first  # the catalog did not change here
+    assert cache.topic_hash("orders") == first  # cached again: not a recomputation
+    assert cache.recomputations == 1
+    cache.invalidate("orders")
+    cache.topic_hash("orders")
+    assert cache.recomputations == 2
