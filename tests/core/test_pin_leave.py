@@ -10,20 +10,8 @@ from __future__ import annotations
 from coordinator.core.events import LeaveReason, MemberLeft, RebalanceCause, RebalanceStarted
 from coordinator.core.messages import ErrorCode as E
 from coordinator.core.messages import LeaveGroupResult, LeftMember
+from tests.core.test_group_static import static_stable
 from tests.support.fakeclock import Harness
-
-
-def static_stable(h: Harness) -> tuple[str, str, int]:
-    """Static members i1 (leader) and i2 joined and synced. -> (i1's id, i2's id, generation)."""
-    rt1 = h.join("g", instance="i1")
-    rt2 = h.join("g", instance="i2")
-    h.advance(6_000)
-    r1, r2 = h.reply(rt1), h.reply(rt2)
-    gen = r1.generation_id
-    h.sync("g", r1.member_id, gen, {r1.member_id: b"A1", r2.member_id: b"A2"})
-    h.sync("g", r2.member_id, gen, instance="i2")
-    assert h.core.group("g").state == "Stable"  # type: ignore[union-attr]
-    return r1.member_id, r2.member_id, gen
 
 
 def test_leaving_an_unknown_group_answers_each_member_unknown() -> None:

@@ -10,16 +10,8 @@ from __future__ import annotations
 from coordinator.core.events import LeaveReason, MemberLeft
 from coordinator.core.messages import ErrorCode as E
 from coordinator.core.messages import SyncGroupResult
+from tests.core.test_pin_static import two_static
 from tests.support.fakeclock import Harness
-
-
-def two_static(h: Harness) -> tuple[str, str, int]:
-    """i1 (leader) and i2 (client c2 on /10.0.0.2) joined: CompletingRebalance."""
-    rt1 = h.join("g", instance="i1")
-    rt2 = h.join("g", instance="i2", client_id="c2", host="/10.0.0.2")
-    h.advance(6_000)
-    r1, r2 = h.reply(rt1), h.reply(rt2)
-    return r1.member_id, r2.member_id, r1.generation_id
 
 
 def test_a_static_member_that_left_frees_its_instance_id() -> None:
