@@ -86,8 +86,8 @@ def build_core(catalog: TopicCatalog, subs: list[list[str]], track: bool) -> Gro
         group.protocol_name = "range"
         group.generation_id = 1
         group.state = GroupState.STABLE
-        core._groups[gid] = group
-        core._schedule_session(group, member, 10_000, 0)
+        core.state.groups[gid] = group
+        core.state.timers.schedule_session(group, member, 10_000, 0)
         if track:
             core.topic_hashes.track_generation(group)
     return core
@@ -172,7 +172,7 @@ async def run(ctx: Context, server: object) -> dict[str, float]:
     core, _ = measure_bytes(lambda: build_core(catalog, subs, track=False))
 
     def fill() -> None:
-        for group in core._groups.values():
+        for group in core.state.groups.values():
             core.topic_hashes.track_generation(group)
 
     _, cache_bytes = measure_bytes(fill)

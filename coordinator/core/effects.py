@@ -1,7 +1,8 @@
 """What one call into the core produces, and the core's configuration.
 
-Split out of `core.coordinator` so the core's own modules (`joins`, `offsets`) can use these types
-without importing `core`; `core.coordinator` re-exports every name, which stays the public path.
+Split out of `core.coordinator` so the core's own modules (`state`, `handlers`, `rebalance`) can
+use these types without importing `core.coordinator`, which re-exports every name (the public
+path).
 """
 
 from __future__ import annotations

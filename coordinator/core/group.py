@@ -1,7 +1,7 @@
 """One classic consumer group: its state, its members, and the rules that only need the group.
 
 Kafka's `ClassicGroup`, `ClassicGroupMember` and `ClassicGroupState` (docs/protocol.md §3, §4).
-The coordinator (`core.joins`, `core.coordinator`) drives it; this module decides nothing about
+The coordinator (`core.handlers`, `core.rebalance`) drives it; this module decides nothing about
 time or replies, it only keeps the group's bookkeeping consistent.
 
 Invariants:
@@ -20,7 +20,7 @@ import enum
 from dataclasses import dataclass
 
 from coordinator.core.events import RebalanceCause
-from coordinator.core.messages import JoinGroupMember, Protocol
+from coordinator.core.messages import ErrorCode, JoinGroupMember, Protocol
 from protocol import consumer
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -67,6 +67,101 @@ _PREDECESSORS: dict[GroupState, frozenset[GroupState]] = {
     GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
     GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
     GroupState.DEAD: frozenset(GroupState),
+}
+
+
+class Check(enum.Enum):
+    """A point where a request's answer depends on its group's state (Kafka checks the group's
+    state at two points: before it looks at the member, and once the member id, instance id and
+    generation have passed)."""
+
+    JOIN = "JoinGroup: before the member"
+    SYNC = "SyncGroup: before the member"
+    SYNC_MEMBER = "SyncGroup: a valid member of this generation and protocol"
+    HEARTBEAT = "Heartbeat: before the member"
+    HEARTBEAT_MEMBER = "Heartbeat: a valid member of this generation (its session is renewed)"
+    LEAVE = "LeaveGroup: before the members"
+    COMMIT = "OffsetCommit: before the member"
+    COMMIT_MEMBER = "OffsetCommit: a valid member of this generation"
+    COMMIT_SIMPLE = "OffsetCommit: generation -1, no member id, no instance id (admin or simple)"
+    OFFSET_DELETE = "OffsetDelete: a group of a protocol type other than consumer"
+    DELETE = "DeleteGroups"
+
+
+E = ErrorCode
+_G = GroupState
+# What a request is answered at each check, by the state of its group (docs/protocol.md §5-§11,
+# Kafka's ClassicGroup validate* methods). None: no error at this point; the request goes on (a
+# JoinGroup is parked or starts a rebalance, a SyncGroup is answered or parked as its state says
+# in core.handlers.sync, a Heartbeat is answered NONE). A Dead group is never live here (this
+# coordinator never unloads one), but its row is Kafka's and is tested like the others.
+# tests/core/test_state_replies.py drives every state x check through the handlers.
+STATE_REPLIES: dict[GroupState, dict[Check, ErrorCode | None]] = {
+    _G.EMPTY: {
+        Check.JOIN: None,
+        Check.SYNC: E.unknown_member_id,
+        Check.SYNC_MEMBER: E.unknown_member_id,  # unreachable: an Empty group has no members
+        Check.HEARTBEAT: E.unknown_member_id,
+        Check.HEARTBEAT_MEMBER: E.unknown_member_id,  # unreachable, likewise
+        Check.LEAVE: None,
+        Check.COMMIT: None,
+        Check.COMMIT_MEMBER: None,  # unreachable, likewise
+        Check.COMMIT_SIMPLE: None,
+        Check.OFFSET_DELETE: None,
+        Check.DELETE: None,
+    },
+    _G.PREPARING_REBALANCE: {
+        Check.JOIN: None,
+        Check.SYNC: None,
+        Check.SYNC_MEMBER: E.rebalance_in_progress,
+        Check.HEARTBEAT: None,
+        Check.HEARTBEAT_MEMBER: E.rebalance_in_progress,
+        Check.LEAVE: None,
+        Check.COMMIT: None,
+        Check.COMMIT_MEMBER: None,  # the old generation's commits are accepted
+        Check.COMMIT_SIMPLE: E.unknown_member_id,
+        Check.OFFSET_DELETE: E.non_empty_group,
+        Check.DELETE: E.non_empty_group,
+    },
+    _G.COMPLETING_REBALANCE: {
+        Check.JOIN: None,
+        Check.SYNC: None,
+        Check.SYNC_MEMBER: None,  # parked until the leader's assignment is durable
+        Check.HEARTBEAT: None,
+        Check.HEARTBEAT_MEMBER: None,
+        Check.LEAVE: None,
+        Check.COMMIT: None,
+        Check.COMMIT_MEMBER: E.rebalance_in_progress,
+        Check.COMMIT_SIMPLE: E.unknown_member_id,
+        Check.OFFSET_DELETE: E.non_empty_group,
+        Check.DELETE: E.non_empty_group,
+    },
+    _G.STABLE: {
+        Check.JOIN: None,
+        Check.SYNC: None,
+        Check.SYNC_MEMBER: None,  # answered at once with the stored assignment
+        Check.HEARTBEAT: None,
+        Check.HEARTBEAT_MEMBER: None,
+        Check.LEAVE: None,
+        Check.COMMIT: None,
+        Check.COMMIT_MEMBER: None,
+        Check.COMMIT_SIMPLE: E.unknown_member_id,
+        Check.OFFSET_DELETE: E.non_empty_group,
+        Check.DELETE: E.non_empty_group,
+    },
+    _G.DEAD: {
+        Check.JOIN: E.coordinator_not_available,
+        Check.SYNC: E.coordinator_not_available,
+        Check.SYNC_MEMBER: E.coordinator_not_available,
+        Check.HEARTBEAT: E.coordinator_not_available,
+        Check.HEARTBEAT_MEMBER: E.coordinator_not_available,
+        Check.LEAVE: E.coordinator_not_available,
+        Check.COMMIT: E.coordinator_not_available,
+        Check.COMMIT_MEMBER: E.coordinator_not_available,
+        Check.COMMIT_SIMPLE: E.coordinator_not_available,
+        Check.OFFSET_DELETE: E.group_id_not_found,
+        Check.DELETE: E.group_id_not_found,
+    },
 }
 
 
@@ -248,7 +343,7 @@ class ClassicGroup:
         """Kafka's `remove`: drops the member; a removed leader is replaced by the next member.
 
         Parked requests are the caller's to answer (it knows which error applies)."""
-        # Defensive, so equivalent under mutation: the one caller (joins._drop_member) passes a
+        # Defensive, so equivalent under mutation: the one caller (rebalance.drop_member) passes a
         # joined member, and a pending id leaves pending_members when its member joins.
         self.pending_members.pop(member_id, None)  # pragma: no mutate
         member = self.members.pop(member_id, None)
@@ -274,7 +369,7 @@ class ClassicGroup:
             old.group_instance_id,
             client_id=old.client_id,
             client_host=old.client_host,
-            # Equivalent under mutation: the caller (joins._replace_static) sets the rebalance
+            # Equivalent under mutation: the caller (handlers.join) sets the rebalance
             # timeout from the JoinGroup, and a member's protocol_type is read only by `add`.
             rebalance_timeout_ms=old.rebalance_timeout_ms,  # pragma: no mutate
             session_timeout_ms=old.session_timeout_ms,

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from coordinator.core.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
+from coordinator.core.group import (
+    CONSUMER_PROTOCOL_TYPE,
+    STATE_REPLIES,
+    Check,
+    ClassicGroup,
+    GroupState,
+)
 from coordinator.core.messages import ErrorCode
 from coordinator.core.records import OffsetCommitValue
 
@@ -93,9 +99,12 @@ def java_length(text: str) -> int:
 def validate_commit(
     group: ClassicGroup, generation_id: int, member_id: str, group_instance_id: str | None
 ) -> ErrorCode | None:
-    """ClassicGroup.validateOffsetCommit (§10.1) for a non-transactional commit. None = accept."""
-    if group.state is GroupState.DEAD:
-        return E.coordinator_not_available
+    """ClassicGroup.validateOffsetCommit (§10.1) for a non-transactional commit. None = accept.
+    The replies by state are group.STATE_REPLIES'."""
+    replies = STATE_REPLIES[group.state]
+    error = replies[Check.COMMIT]
+    if error is not None:
+        return error
     if generation_id < 0 and group.state is GroupState.EMPTY:
         return None  # a simple/admin commit: no member checks
     if generation_id >= 0 or member_id or group_instance_id is not None:
@@ -104,11 +113,8 @@ def validate_commit(
             return E.fenced_instance_id if invalid else E.unknown_member_id
         if generation_id != group.generation_id:
             return E.illegal_generation
-    elif group.state is not GroupState.EMPTY:
-        return E.unknown_member_id
-    if group.state is GroupState.COMPLETING_REBALANCE:
-        return E.rebalance_in_progress
-    return None
+        return replies[Check.COMMIT_MEMBER]
+    return replies[Check.COMMIT_SIMPLE]
 
 
 def expiry_base(group: ClassicGroup) -> tuple[bool, int | None]:

@@ -1,8 +1,8 @@
 """Topic changes as the core sees them: the catalog, its records, and KIP-1101 for classic groups.
 
-`TopicWatch` sits between `core.joins.GroupMachine` and `core.coordinator.GroupCoordinator`
-and adds:
-- `topic_changed(name, info | None, now_ms) -> Effects`: the one entry point for "topic X now
+Functions of the core's state (`core.state.CoreState`), behind `GroupCoordinator`'s methods of
+the same names:
+- `topic_changed(state, name, info | None, now_ms) -> Effects`: the one entry point for "topic X now
   looks like this" (None = deleted), whatever its source -- the admin APIs in standalone mode
   (broker.topic_admin), declared `--topic`s at start-up, the upstream cluster in sidecar mode.
   It updates the catalog, persists the topic (records.TopicKey/TopicValue; the runtime releases
@@ -41,13 +41,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from coordinator.core.effects import CoordinatorConfig, Effects, MemberIdFactory
+from coordinator.core.effects import Effects
 from coordinator.core.events import GroupMetadataHashChanged, OffsetsDeleted, RebalanceCause
 from coordinator.core.group import ClassicGroup, GroupState
-from coordinator.core.joins import TOPIC_DELETED_LABEL_MS, GroupMachine
-from coordinator.core.offsets import OffsetStore
+from coordinator.core.rebalance import TOPIC_DELETED_LABEL_MS, group_record, prepare_rebalance
 from coordinator.core.records import OffsetCommitKey, Record, TopicKey, TopicValue
-from coordinator.core.topics import TopicCatalog, TopicInfo
+from coordinator.core.state import CoreState
+from coordinator.core.topics import TopicInfo
 
 _WATCHED = (GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
 
@@ -77,171 +77,170 @@ def change_cause(
     return RebalanceCause.RACKS_CHANGED
 
 
-class TopicWatch(GroupMachine):
-    _offsets: OffsetStore  # GroupCoordinator's
+def topic_changed(state: CoreState, name: str, info: TopicInfo | None, now_ms: int) -> Effects:
+    """Topic `name` now looks like `info` (None: it was deleted). No-op when nothing changed."""
+    fx = Effects()
+    topics = state.topics
+    current = topics.get(name)
+    if info == current:
+        return fx
+    if info is not None and info.name != name:
+        raise ValueError(f"topic_changed({name!r}) with the info of {info.name!r}")
+    state.topic_records.add(name)
+    cause = change_cause(current, info, _recently_deleted(state, name, now_ms))
+    if info is None:
+        topics.remove(name)
+        _delete_topic_offsets(state, name, fx)
+        state.deleted_topics_ms[name] = now_ms
+    else:
+        topics.put(info)
+        state.deleted_topics_ms.pop(name, None)
+    fx.records.append(topic_record(name, info))
+    state.topic_hashes.invalidate(name)
+    if not state.loading:
+        _recheck(state, state.topic_hashes.readers(name), (name,), cause, now_ms, fx)
+    return fx
 
-    def __init__(
-        self,
-        config: CoordinatorConfig,
-        topics: TopicCatalog,
-        new_member_id: MemberIdFactory,
-        epoch_offset_ms: int = 0,
-    ) -> None:
-        super().__init__(config, topics, new_member_id, epoch_offset_ms)
-        self._topic_records: set[str] = set()  # names with a topic record (value or tombstone)
-        # Names deleted within TOPIC_DELETED_LABEL_MS: one that comes back was re-created. Not
-        # persisted (only a label depends on it); pruned on every deletion.
-        self._deleted_ms: dict[str, int] = {}
 
-    def topic_changed(self, name: str, info: TopicInfo | None, now_ms: int) -> Effects:
-        """Topic `name` now looks like `info` (None: it was deleted). No-op when nothing changed."""
-        fx = Effects()
-        current = self.topics.get(name)
-        if info == current:
-            return fx
-        if info is not None and info.name != name:
-            raise ValueError(f"topic_changed({name!r}) with the info of {info.name!r}")
-        self._topic_records.add(name)
-        cause = change_cause(current, info, self._recently_deleted(name, now_ms))
-        if info is None:
-            self.topics.remove(name)
-            self._delete_topic_offsets(name, fx)
-            self._deleted_ms[name] = now_ms
+def _recently_deleted(state: CoreState, name: str, now_ms: int) -> bool:
+    deleted = state.deleted_topics_ms
+    cutoff = now_ms - TOPIC_DELETED_LABEL_MS
+    for gone in [n for n, at in deleted.items() if at < cutoff]:
+        del deleted[gone]
+    return name in deleted
+
+
+def _recheck(
+    state: CoreState,
+    group_ids: Iterable[str],
+    topics: tuple[str, ...],
+    cause: RebalanceCause,
+    now_ms: int,
+    fx: Effects,
+) -> None:
+    groups = state.groups
+    cache = state.topic_hashes
+    for gid in sorted(group_ids):  # sorted: the same Effects whatever the set order
+        group = groups.get(gid)
+        if group is None or group.state not in _WATCHED:
+            continue
+        current = cache.group_hash(group.hashed_topics)
+        if current == group.metadata_hash:
+            continue
+        if cause is RebalanceCause.TOPIC_DELETED:
+            _deleted(state, group, current, topics, now_ms, fx)
         else:
-            self.topics.put(info)
-            self._deleted_ms.pop(name, None)
-        fx.records.append(topic_record(name, info))
-        self.topic_hashes.invalidate(name)
-        if not self.loading:
-            self._recheck(self.topic_hashes.readers(name), (name,), cause, now_ms, fx)
-        return fx
+            _metadata_changed(state, group, topics, cause, now_ms, fx)
 
-    def _recently_deleted(self, name: str, now_ms: int) -> bool:
-        deleted = self._deleted_ms
-        cutoff = now_ms - TOPIC_DELETED_LABEL_MS
-        for gone in [n for n, at in deleted.items() if at < cutoff]:
-            del deleted[gone]
-        return name in deleted
 
-    def _recheck(
-        self,
-        group_ids: Iterable[str],
-        topics: tuple[str, ...],
-        cause: RebalanceCause,
-        now_ms: int,
-        fx: Effects,
-    ) -> None:
-        groups = self._groups
-        cache = self.topic_hashes
-        for gid in sorted(group_ids):  # sorted: the same Effects whatever the set order
-            group = groups.get(gid)
-            if group is None or group.state not in _WATCHED:
-                continue
-            current = cache.group_hash(group.hashed_topics)
-            if current == group.metadata_hash:
-                continue
-            if cause is RebalanceCause.TOPIC_DELETED:
-                self._deleted(group, current, topics, now_ms, fx)
-            else:
-                self._metadata_changed(group, topics, cause, now_ms, fx)
+def _metadata_changed(
+    state: CoreState,
+    group: ClassicGroup,
+    topics: tuple[str, ...],
+    cause: RebalanceCause,
+    now_ms: int,
+    fx: Effects,
+) -> None:
+    state.topic_hashes.rebalances += 1
+    fx.events.append(GroupMetadataHashChanged(group.group_id, topics, now_ms, cause))
+    prepare_rebalance(state, group, cause, None, now_ms, fx)
 
-    def _metadata_changed(
-        self,
-        group: ClassicGroup,
-        topics: tuple[str, ...],
-        cause: RebalanceCause,
-        now_ms: int,
-        fx: Effects,
-    ) -> None:
-        self.topic_hashes.rebalances += 1
-        fx.events.append(GroupMetadataHashChanged(group.group_id, topics, now_ms, cause))
-        self._prepare_rebalance(group, cause, None, now_ms, fx)
 
-    def _deleted(
-        self, group: ClassicGroup, current: int, topics: tuple[str, ...], now_ms: int, fx: Effects
-    ) -> None:
-        """A topic the group reads was deleted: the members start the rebalance (module
-        docstring). A Stable group's record takes the new hash in; a CompletingRebalance group
-        has no record of this generation yet, and its SyncGroup writes one with the hash it was
-        formed with, so a restart before its members rejoin still rebalances it."""
-        fx.events.append(
-            GroupMetadataHashChanged(group.group_id, topics, now_ms, RebalanceCause.TOPIC_DELETED)
-        )
-        group.topic_deleted_ms = now_ms
-        if group.state is GroupState.STABLE:
-            group.metadata_hash = current
-            fx.records.append(self.group_record(group, now_ms))
+def _deleted(
+    state: CoreState,
+    group: ClassicGroup,
+    current: int,
+    topics: tuple[str, ...],
+    now_ms: int,
+    fx: Effects,
+) -> None:
+    """A topic the group reads was deleted: the members start the rebalance (module
+    docstring). A Stable group's record takes the new hash in; a CompletingRebalance group
+    has no record of this generation yet, and its SyncGroup writes one with the hash it was
+    formed with, so a restart before its members rejoin still rebalances it."""
+    fx.events.append(
+        GroupMetadataHashChanged(group.group_id, topics, now_ms, RebalanceCause.TOPIC_DELETED)
+    )
+    group.topic_deleted_ms = now_ms
+    if group.state is GroupState.STABLE:
+        group.metadata_hash = current
+        fx.records.append(group_record(state, group, now_ms))
 
-    def _delete_topic_offsets(self, name: str, fx: Effects) -> None:
-        offsets = self._offsets
-        for gid in offsets.group_ids():
-            partitions = offsets.topics(gid).get(name)
-            if not partitions:
-                continue
-            for partition in list(partitions):
-                offsets.delete(gid, name, partition)
-                fx.records.append(Record(OffsetCommitKey(gid, name, partition), None))
-            fx.events.append(OffsetsDeleted(gid, len(partitions)))
 
-    # -- loading ---------------------------------------------------------------------------------
+def _delete_topic_offsets(state: CoreState, name: str, fx: Effects) -> None:
+    offsets = state.offsets
+    for gid in offsets.group_ids():
+        partitions = offsets.topics(gid).get(name)
+        if not partitions:
+            continue
+        for partition in list(partitions):
+            offsets.delete(gid, name, partition)
+            fx.records.append(Record(OffsetCommitKey(gid, name, partition), None))
+        fx.events.append(OffsetsDeleted(gid, len(partitions)))
 
-    def replay_topic(self, key: TopicKey, value: TopicValue | None) -> None:
-        """Apply one durable topic record (called by `replay`)."""
-        self.loading = True
-        self._topic_records.add(key.name)
-        if value is None:
-            self.topics.remove(key.name)
-        else:
-            self.topics.put(topic_from_record(key.name, value))
 
-    def topics_loaded(self, now_ms: int) -> Effects:
-        """After `finish_loading`: index every group and compare its stored metadata hash."""
-        fx = Effects()
-        cache = self.topic_hashes
-        for group in list(self._groups.values()):
-            stored = group.metadata_hash
-            cache.track_generation(group)
-            if stored in (0, group.metadata_hash):
-                continue  # unchanged, or unknown (adopted: KIP-1101's upgrade rule)
-            group.metadata_hash = stored  # the generation's, until the next one is formed
-            if group.state in _WATCHED:
-                topics = tuple(sorted(group.hashed_topics))
-                self._metadata_changed(group, topics, RebalanceCause.METADATA_CHANGED, now_ms, fx)
-        return fx
+# -- loading -------------------------------------------------------------------------------------
 
-    def declare_topics(self, declared: Iterable[TopicInfo], now_ms: int) -> Effects:
-        """Reconcile `--topic` declarations with the loaded catalog: a declared topic the log has
-        never seen is persisted as declared; one the log deleted is created again; one the log
-        has with fewer partitions grows to the declared count; otherwise the log wins (an admin
-        may have grown it; partitions never shrink)."""
-        fx = Effects()
-        seen = self._topic_records
-        for d in declared:
-            current = self.topics.get(d.name)
-            if d.name not in seen:
-                info = d if current is None else current
-                self.topics.put(info)
-                seen.add(d.name)
-                fx.records.append(topic_record(d.name, info))
-                if current is None:
-                    self._merge(fx, self._announce(d.name, now_ms))
-            elif current is None:
-                self._merge(fx, self.topic_changed(d.name, d, now_ms))
-            elif current.partitions < d.partitions:
-                grown = current.with_partitions(d.partitions)
-                self._merge(fx, self.topic_changed(d.name, grown, now_ms))
-        return fx
 
-    def _announce(self, name: str, now_ms: int) -> Effects:
-        fx = Effects()
-        self.topic_hashes.invalidate(name)
-        if not self.loading:
-            cause = RebalanceCause.TOPIC_CREATED
-            self._recheck(self.topic_hashes.readers(name), (name,), cause, now_ms, fx)
-        return fx
+def replay_topic(state: CoreState, key: TopicKey, value: TopicValue | None) -> None:
+    """Apply one durable topic record (called by core.loading.replay)."""
+    state.loading = True
+    state.topic_records.add(key.name)
+    if value is None:
+        state.topics.remove(key.name)
+    else:
+        state.topics.put(topic_from_record(key.name, value))
 
-    @staticmethod
-    def _merge(into: Effects, fx: Effects) -> None:
-        into.replies.extend(fx.replies)
-        into.records.extend(fx.records)
-        into.events.extend(fx.events)
+
+def topics_loaded(state: CoreState, now_ms: int) -> Effects:
+    """After `finish_loading`: index every group and compare its stored metadata hash."""
+    fx = Effects()
+    cache = state.topic_hashes
+    for group in list(state.groups.values()):
+        stored = group.metadata_hash
+        cache.track_generation(group)
+        if stored in (0, group.metadata_hash):
+            continue  # unchanged, or unknown (adopted: KIP-1101's upgrade rule)
+        group.metadata_hash = stored  # the generation's, until the next one is formed
+        if group.state in _WATCHED:
+            topics = tuple(sorted(group.hashed_topics))
+            _metadata_changed(state, group, topics, RebalanceCause.METADATA_CHANGED, now_ms, fx)
+    return fx
+
+
+def declare_topics(state: CoreState, declared: Iterable[TopicInfo], now_ms: int) -> Effects:
+    """Reconcile `--topic` declarations with the loaded catalog: a declared topic the log has
+    never seen is persisted as declared; one the log deleted is created again; one the log
+    has with fewer partitions grows to the declared count; otherwise the log wins (an admin
+    may have grown it; partitions never shrink)."""
+    fx = Effects()
+    seen = state.topic_records
+    topics = state.topics
+    for d in declared:
+        current = topics.get(d.name)
+        if d.name not in seen:
+            info = d if current is None else current
+            topics.put(info)
+            seen.add(d.name)
+            fx.records.append(topic_record(d.name, info))
+            if current is None:
+                _announce(state, d.name, now_ms, fx)
+        elif current is None:
+            _merge(fx, topic_changed(state, d.name, d, now_ms))
+        elif current.partitions < d.partitions:
+            grown = current.with_partitions(d.partitions)
+            _merge(fx, topic_changed(state, d.name, grown, now_ms))
+    return fx
+
+
+def _announce(state: CoreState, name: str, now_ms: int, fx: Effects) -> None:
+    state.topic_hashes.invalidate(name)
+    if not state.loading:
+        cause = RebalanceCause.TOPIC_CREATED
+        _recheck(state, state.topic_hashes.readers(name), (name,), cause, now_ms, fx)
+
+
+def _merge(into: Effects, fx: Effects) -> None:
+    into.replies.extend(fx.replies)
+    into.records.extend(fx.records)
+    into.events.extend(fx.events)

@@ -13,7 +13,8 @@ import logging
 from collections.abc import Callable
 
 from coordinator.core.coordinator import GroupCoordinator
-from coordinator.core.record_codec import BatchReplayer, encode_record
+from coordinator.core.record_batch import BatchReplayer
+from coordinator.core.record_codec import encode_record
 from coordinator.core.records import Record
 from storage.disk import DiskLog
 

@@ -257,7 +257,7 @@ class Connection(asyncio.Protocol):
         return self._closed
 
 
-def _fast_commit(  # noqa: PLR0917 -- the parser calls it with the fields in order
+def _fast_commit(
     version: int,
     correlation_id: int,
     client_id: str,

@@ -85,10 +85,10 @@ def test_heartbeat_keeps_the_session_alive(h: Harness) -> None:
 
 def test_heartbeat_does_not_push_timer_entries(h: Harness) -> None:
     ids, _, gen = h.stable_group("g", 1)
-    before = len(h.core._heap)
+    before = len(h.core.state.timers.heap)
     for _ in range(1_000):
         h.heartbeat("g", ids[0], gen)
-    assert len(h.core._heap) == before
+    assert len(h.core.state.timers.heap) == before
 
 
 def test_heartbeat_in_preparing_rebalance_resets_session(h: Harness) -> None:

@@ -184,14 +184,14 @@ def test_subscribed_topics_union_over_members() -> None:
     _ids, leader, gen = h.stable_group(
         "g", 1, protocols=(("range", subscription("orders", "audit")),)
     )
-    assert h.core._groups["g"].subscribed_topics == {"orders", "audit"}
+    assert h.core.state.groups["g"].subscribed_topics == {"orders", "audit"}
     rt_new, new = h.join_dynamic("g", protocols=(("range", subscription("payments")),))
     rt_old = h.join("g", leader, protocols=(("range", subscription("orders", "audit")),))
     for rt in (rt_new, rt_old):  # both members are in the new generation
         joined = h.reply(rt)
         assert joined is not None and joined.error.name == "none", joined
         assert joined.generation_id == gen + 1
-    group = h.core._groups["g"]
+    group = h.core.state.groups["g"]
     assert set(group.members) == {leader, new}
     assert group.subscribed_topics == {"orders", "audit", "payments"}
 
@@ -199,4 +199,4 @@ def test_subscribed_topics_union_over_members() -> None:
 def test_subscribed_topics_unknown_for_non_consumer_type() -> None:
     h = Harness()
     h.stable_group("g", 1, protocol_type="connect", protocols=(("v1", b"junk"),))
-    assert h.core._groups["g"].subscribed_topics is None
+    assert h.core.state.groups["g"].subscribed_topics is None

@@ -12,7 +12,8 @@ from tests.support.fakeclock import Harness
 
 
 def live_session_entries(h: Harness, group: str) -> int:
-    return sum(1 for e in h.core._heap if e[2] == SESSION and e[3] == group and h.core._may_fire(e))
+    timers = h.core.state.timers
+    return sum(1 for e in timers.heap if e[2] == SESSION and e[3] == group and timers.may_fire(e))
 
 
 def test_fresh_core_has_no_deadline_until_first_command() -> None:
@@ -77,9 +78,9 @@ def test_a_deadline_before_the_groups_entry_arms_it_earlier() -> None:
     assert first.error.name == "member_id_required"  # a pending member, due in 6 s
     assert h.core.next_deadline_ms() == h.now + 6_000
     h.advance(5_999)
-    assert first.member_id in h.core._groups["g"].pending_members
+    assert first.member_id in h.core.state.groups["g"].pending_members
     h.advance(1)
-    assert not h.core._groups["g"].pending_members
+    assert not h.core.state.groups["g"].pending_members
     assert h.core.group("g").state == "Stable"  # type: ignore[union-attr]
     assert h.heartbeat("g", ids[0], gen).error.name == "none"
 
@@ -138,8 +139,8 @@ def test_heap_is_purged_of_entries_that_cannot_fire() -> None:
     for g in range(groups):
         ids, _, gen = h.stable_group(f"g{g}", 3)
         members[f"g{g}"] = (ids, gen)
-    heap = h.core._heap
-    live = sum(1 for e in heap if h.core._may_fire(e))
+    heap = h.core.state.timers.heap
+    live = sum(1 for e in heap if h.core.state.timers.may_fire(e))
     assert live >= groups  # a session entry a group, at least
     assert len(heap) <= live + live // 4 + 1024 + 8 * groups  # not ~3 entries a member
     assert len(heap) < 2.5 * groups * 3
@@ -160,7 +161,7 @@ def test_a_purge_on_every_push_keeps_every_live_timer(monkeypatch: pytest.Monkey
     the initial delay, sessions, the join phase's rebalance timeout, the pending-sync timeout."""
     monkeypatch.setattr(timers, "_PURGE_MIN_ENTRIES", 0)
     h = Harness()
-    h.core._purge_at = 0
+    h.core.state.timers.purge_at = 0
     ids, _, gen = h.stable_group("g", 2, session=60_000)  # JOIN_INITIAL, SESSION entries
     a, _silent = ids
     rt_new, new = h.join_dynamic("g", client_id="late", session=60_000)  # a JOIN entry

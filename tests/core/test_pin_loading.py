@@ -61,7 +61,7 @@ def test_replay_rebuilds_every_group_as_its_last_record_says() -> None:
     assert set(live) == {"s", "d", "e"} and all(v is not None for v in live.values())
     core = reloaded(h)
     for gid, value in live.items():
-        group = core._groups[gid]
+        group = core.state.groups[gid]
         assert core.group_record(group, h.now).value == value, gid
         assert core.group(gid) == h.core.group(gid), gid
 
@@ -106,9 +106,10 @@ def test_a_state_timestamp_of_zero_is_kept() -> None:
     h = Harness()
     for ts in (0, 1, 1_234):
         core = load(h, value(ts=ts))  # Empty
-        assert core.group_record(core._groups["g"], h.now).value.current_state_timestamp_ms == ts  # type: ignore[union-attr]
+        record = core.group_record(core.state.groups["g"], h.now)
+        assert record.value.current_state_timestamp_ms == ts  # type: ignore[union-attr]
     core = load(h, value(ts=-1))
-    assert core._groups["g"].state_timestamp_ms is None
+    assert core.state.groups["g"].state_timestamp_ms is None
 
 
 def test_a_loaded_group_over_the_max_size_rebalances_and_one_at_it_does_not() -> None:

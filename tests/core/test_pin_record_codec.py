@@ -14,7 +14,7 @@ import struct
 
 import pytest
 
-from coordinator.core import record_codec
+from coordinator.core import record_batch, record_codec
 from coordinator.core.record_codec import (
     RecordDecodeError,
     _Reader,
@@ -241,9 +241,9 @@ def test_the_fast_path_builds_what_the_general_decoder_builds(
     """Every v3 offset record takes the fast path (it returns a Record, not None) and that
     Record equals, and hashes like, the general decoder's; with record shapes it does not know,
     it builds through the classes' own constructors instead, with the same result."""
-    assert record_codec._shapes_unchanged() is True
-    assert record_codec._builder_works() is True
-    monkeypatch.setattr(record_codec, "_shapes_unchanged", lambda: shapes_unchanged)
+    assert record_codec.shapes_unchanged() is True
+    assert record_batch._builder_works() is True
+    monkeypatch.setattr(record_codec, "shapes_unchanged", lambda: shapes_unchanged)
     record_codec._prefix_cache.clear()
     decode = record_codec._make_fast_decoder()
     for _ in range(2):  # the key prefix uncached, then cached
@@ -294,14 +294,14 @@ def test_the_fast_path_leaves_everything_else_to_the_general_decoder() -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["_OFFSET_KEY_FIELDS", "_OFFSET_VALUE_FIELDS"])
+@pytest.mark.parametrize("name", ["OFFSET_KEY_FIELDS", "OFFSET_VALUE_FIELDS"])
 def test_a_changed_record_shape_turns_the_slot_writing_off(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The fast paths write the slots they know; any field list that is not the records' own
     (a field added, renamed or moved) must turn them off."""
-    assert record_codec._shapes_unchanged() is True
+    assert record_codec.shapes_unchanged() is True
     fields = getattr(record_codec, name)
     monkeypatch.setattr(record_codec, name, (*fields[1:], fields[0]))
-    assert record_codec._shapes_unchanged() is False
-    assert record_codec._builder_works() is False
+    assert record_codec.shapes_unchanged() is False
+    assert record_batch._builder_works() is False

@@ -98,22 +98,23 @@ def test_dead_entries_are_purged_when_the_heap_outgrows_the_live_ones_by_a_quart
     while True:
         h.stable_group(f"g{n}", 1)
         n += 1
-        core._purge_timers()
-        live = len(core._heap)
+        core.state.timers.purge()
+        live = len(core.state.timers.heap)
         # L // 4 must differ from L / 4 and from L // 5, so that each wrong rule shows
         if live >= 9 and live % 4 and live // 4 != live // 5:
             break
-    assert all(core._may_fire(e) for e in core._heap)
+    assert all(core.state.timers.may_fire(e) for e in core.state.timers.heap)
     far = h.now + 10**9
     lengths = []
     for i in range(live // 4 + 1):
         if i % 2:
-            core._push(far, timers.SESSION, "g0")  # not g0's session_timer_seq: dead
+            core.state.timers.push(far, timers.SESSION, "g0")  # not g0's session_timer_seq: dead
         else:
-            core._push(far, timers.JOIN, "no-such-group")
-        lengths.append(len(core._heap))
+            core.state.timers.push(far, timers.JOIN, "no-such-group")
+        lengths.append(len(core.state.timers.heap))
     assert lengths == [*range(live + 1, live + live // 4 + 1), live + 1]
-    assert sum(1 for e in core._heap if not core._may_fire(e)) == 1  # the entry just pushed
+    timers_ = core.state.timers
+    assert sum(1 for e in timers_.heap if not timers_.may_fire(e)) == 1  # the entry just pushed
 
 
 def test_timers_due_at_the_same_moment_fire_in_the_order_they_were_set() -> None:

@@ -19,8 +19,8 @@ from coordinator.core.events import (
     RebalanceCause,
     RebalanceStarted,
 )
-from coordinator.core.joins import TOPIC_DELETED_LABEL_MS
 from coordinator.core.messages import ErrorCode
+from coordinator.core.rebalance import TOPIC_DELETED_LABEL_MS
 from coordinator.core.record_codec import decode_record, encode_record
 from coordinator.core.records import (
     GroupMetadataKey,
@@ -97,7 +97,7 @@ def test_partitions_added_send_a_stable_group_into_a_rebalance() -> None:
 def test_the_next_generation_is_formed_with_the_new_hash() -> None:
     h = Harness()
     ids, leader, generation = h.stable_group("g", 2)
-    old_hash = h.core._groups["g"].metadata_hash
+    old_hash = h.core.state.groups["g"].metadata_hash
     orders = h.catalog.get("orders")
     assert orders is not None and old_hash == uncached_group_hash(orders)
     orders8 = grown(h, "orders", 8)
@@ -106,7 +106,7 @@ def test_the_next_generation_is_formed_with_the_new_hash() -> None:
     assert all(h.reply(rt).error is E.none for rt in rts)
     generation2 = h.reply(rts[0]).generation_id
     assert generation2 == generation + 1
-    group = h.core._groups["g"]
+    group = h.core.state.groups["g"]
     assert group.metadata_hash not in (0, old_hash)
     assert group.metadata_hash == uncached_group_hash(orders8)
     leader = h.reply(rts[0]).leader
@@ -225,9 +225,9 @@ def test_a_deletion_is_recorded_in_the_stable_groups_hash_so_a_restart_does_not_
     h = Harness()
     protocols = (("range", subscription("orders", "payments")),)
     h.stable_group("g", 2, protocols=protocols)
-    before = h.core._groups["g"].metadata_hash
+    before = h.core.state.groups["g"].metadata_hash
     change(h, "payments", None)
-    group = h.core._groups["g"]
+    group = h.core.state.groups["g"]
     orders = h.catalog.get("orders")
     assert orders is not None
     expected = uncached_group_hash(orders)  # the topic that is left
@@ -291,7 +291,7 @@ def test_a_new_id_under_a_known_name_is_a_recreation() -> None:
 def test_only_consumer_groups_have_a_hash() -> None:
     h = Harness()
     h.stable_group("c", 2, protocol_type="connect", protocols=(("default", b"\x00\x01junk"),))
-    assert h.core._groups["c"].metadata_hash == 0
+    assert h.core.state.groups["c"].metadata_hash == 0
     change(h, "orders", grown(h, "orders", 8))
     assert not metadata_rebalances(h)
 
@@ -299,7 +299,7 @@ def test_only_consumer_groups_have_a_hash() -> None:
 def test_unparseable_subscriptions_have_no_hash() -> None:
     h = Harness()
     h.stable_group("g", 2, protocols=(("range", b"\x00\x00\xff\xff\xff\xff"),))
-    assert h.core._groups["g"].subscribed_topics is None
+    assert h.core.state.groups["g"].subscribed_topics is None
     change(h, "orders", grown(h, "orders", 8))
     assert not metadata_rebalances(h)
 
@@ -397,7 +397,7 @@ def test_a_stored_hash_of_zero_is_adopted_without_a_rebalance() -> None:
             )
     core, events = restarted(h)
     assert not events
-    assert core._groups["g"].metadata_hash != 0
+    assert core.state.groups["g"].metadata_hash != 0
 
 
 def test_declared_topics_reconcile_with_the_log() -> None:
@@ -456,7 +456,7 @@ def test_every_subscription_version_gives_its_topics(version: int) -> None:
     assert parse_subscription_topics(data) == ["orders", "payments"]
     h = Harness()
     h.stable_group("g", 1, protocols=(("range", data),))
-    assert h.core._groups["g"].hashed_topics == {"orders", "payments"}
+    assert h.core.state.groups["g"].hashed_topics == {"orders", "payments"}
 
 
 def test_malformed_subscriptions_are_unknown_as_in_kafka() -> None:

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import invariant
 
 from coordinator.core.coordinator import GroupCoordinator
-from coordinator.core.record_codec import BatchReplayer, encode_record
+from coordinator.core.record_batch import BatchReplayer
+from coordinator.core.record_codec import encode_record
 from storage.compaction import compact_entries
 from storage.entry import Entry, EntryReader, encode_entry
 from tests.core.test_group_properties import CoordinatorMachine, durable_view

@@ -14,8 +14,8 @@ import struct
 
 import pytest
 
+from coordinator.core.record_batch import BatchReplayer
 from coordinator.core.record_codec import (
-    BatchReplayer,
     RecordDecodeError,
     encode_key,
     encode_record,

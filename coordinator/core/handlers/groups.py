@@ -1,0 +1,124 @@
+"""DescribeGroups v0-v5, ListGroups v0-v5, DeleteGroups v0-v2 (docs/protocol.md §11).
+
+Rules:
+- DescribeGroups: per group; loading -> COORDINATOR_LOAD_IN_PROGRESS; an unknown group is "Dead"
+  with NONE, v6+ GROUP_ID_NOT_FOUND (KIP-1043); members' metadata and the protocol name only
+  when Stable, as Kafka shows them.
+- ListGroups: loading -> COORDINATOR_LOAD_IN_PROGRESS; the states filter (v4+, KIP-518) and the
+  types filter (v5+, KIP-848: every group here is "classic"), both case-insensitive.
+- DeleteGroups: per group; loading -> COORDINATOR_LOAD_IN_PROGRESS; an unknown group ->
+  GROUP_ID_NOT_FOUND; the group's state (STATE_REPLIES, Check.DELETE: only an Empty group is
+  deleted, with its offsets).
+"""
+
+from __future__ import annotations
+
+from coordinator.core.effects import Effects
+from coordinator.core.events import GroupDeleted
+from coordinator.core.group import Check, GroupState
+from coordinator.core.messages import (
+    DeletedGroup,
+    DeleteGroups,
+    DeleteGroupsResult,
+    DescribedGroup,
+    DescribedMember,
+    DescribeGroups,
+    DescribeGroupsResult,
+    ErrorCode,
+    ListedGroup,
+    ListGroups,
+    ListGroupsResult,
+)
+from coordinator.core.records import GroupMetadataKey, OffsetCommitKey, Record
+from coordinator.core.state import CoreState
+
+E = ErrorCode
+
+
+def describe(
+    state: CoreState, reply_to: int, cmd: DescribeGroups, now_ms: int, fx: Effects
+) -> None:
+    out: list[DescribedGroup] = []
+    for gid in cmd.group_ids:
+        if state.loading:
+            out.append(DescribedGroup(E.coordinator_load_in_progress, gid, "", "", "", ()))
+            continue
+        group = state.groups.get(gid)
+        if group is None:
+            if cmd.api_version >= 6:  # KIP-1043
+                out.append(
+                    DescribedGroup(
+                        E.group_id_not_found, gid, "Dead", "", "", (), f"Group {gid} not found."
+                    )
+                )
+            else:
+                out.append(DescribedGroup(E.none, gid, "Dead", "", "", ()))
+            continue
+        stable = group.state is GroupState.STABLE
+        # Equivalent under mutation, here and in the two guards below: outside Stable, name is
+        # None and no protocol is named None, so metadata() is b"" anyway; in Stable the
+        # group always has a protocol_name.
+        name = group.protocol_name if stable else None  # pragma: no mutate
+        members = tuple(
+            DescribedMember(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(name) if stable else b"",  # pragma: no mutate
+                m.assignment,
+            )
+            for m in group.members.values()
+        )
+        out.append(
+            DescribedGroup(
+                E.none,
+                gid,
+                group.state.value,
+                group.protocol_type or "",
+                (group.protocol_name or "") if stable else "",  # pragma: no mutate
+                members,
+            )
+        )
+    fx.replies.append((reply_to, DescribeGroupsResult(tuple(out))))
+
+
+def list_groups(state: CoreState, reply_to: int, cmd: ListGroups, now_ms: int, fx: Effects) -> None:
+    fx.replies.append((reply_to, _list(state, cmd)))
+
+
+def _list(state: CoreState, cmd: ListGroups) -> ListGroupsResult:
+    if state.loading:
+        return ListGroupsResult(E.coordinator_load_in_progress, ())
+    states = {s.strip().lower() for s in cmd.states_filter}
+    types = {t.strip().lower() for t in cmd.types_filter}
+    if types and "classic" not in types:
+        return ListGroupsResult(E.none, ())
+    return ListGroupsResult(
+        E.none,
+        tuple(
+            ListedGroup(gid, g.protocol_type or "", g.state.value, "classic")
+            for gid, g in state.groups.items()
+            if not states or g.state.value.lower() in states
+        ),
+    )
+
+
+def delete(state: CoreState, reply_to: int, cmd: DeleteGroups, now_ms: int, fx: Effects) -> None:
+    results: list[DeletedGroup] = []
+    for gid in cmd.group_ids:
+        error = state.admin_error(state.groups.get(gid), Check.DELETE)
+        if error is None:
+            remove_group(state, gid, fx)
+        results.append(DeletedGroup(gid, error or E.none))
+    fx.replies.append((reply_to, DeleteGroupsResult(tuple(results))))
+
+
+def remove_group(state: CoreState, gid: str, fx: Effects) -> None:
+    """Delete an Empty group and its offsets (tombstones): DeleteGroups, or retention."""
+    for topic, partition in state.offsets.drop_group(gid):
+        fx.records.append(Record(OffsetCommitKey(gid, topic, partition), None))
+    fx.records.append(Record(GroupMetadataKey(gid), None))
+    group = state.groups.pop(gid)
+    state.topic_hashes.untrack(group)
+    fx.events.append(GroupDeleted(gid))

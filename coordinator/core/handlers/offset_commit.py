@@ -1,0 +1,106 @@
+"""OffsetCommit v2-v9 (docs/protocol.md §10.1), the second-hottest request.
+
+Rules: an unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION at the broker level (Kafka's
+KafkaApis), never reaching the group; the others get the group's one validation error
+(core.offsets.validate_commit; v9+ an unknown group with a generation -> GROUP_ID_NOT_FOUND,
+older ILLEGAL_GENERATION; loading -> COORDINATOR_LOAD_IN_PROGRESS), metadata over
+offset.metadata.max.bytes (in Java chars) -> OFFSET_METADATA_TOO_LARGE, or are committed: stored
+at once, durable before the reply leaves. retention_time_ms (v2-v4) sets an explicit expiry. A
+commit from a member of a Stable or PreparingRebalance group renews its session (Kafka's
+heartbeat-on-commit). A simple group is created with its first offset.
+"""
+
+from __future__ import annotations
+
+from coordinator.core.effects import Effects
+from coordinator.core.events import GroupCreated, OffsetsCommitted
+from coordinator.core.group import ClassicGroup, GroupState
+from coordinator.core.messages import (
+    ErrorCode,
+    OffsetCommit,
+    OffsetCommitResult,
+    PartitionError,
+    TopicErrors,
+)
+from coordinator.core.offsets import java_length, validate_commit
+from coordinator.core.records import OffsetCommitKey, OffsetCommitValue, Record
+from coordinator.core.state import CoreState
+
+E = ErrorCode
+_COMMITTED = tuple(PartitionError(p, ErrorCode.none) for p in range(1024))
+_RENEWING = (GroupState.STABLE, GroupState.PREPARING_REBALANCE)
+
+
+def _committed(partition: int) -> PartitionError:
+    """PartitionError(partition, NONE), shared for the usual partition numbers: immutable, and
+    one less object a committed partition."""
+    return _COMMITTED[partition] if 0 <= partition < 1024 else PartitionError(partition, E.none)
+
+
+def handle(state: CoreState, reply_to: int, cmd: OffsetCommit, now_ms: int, fx: Effects) -> None:
+    """One pass over the partitions; the group is validated once, and only if some partition
+    exists."""
+    has = state.topics.has_partition
+    gid = cmd.group_id
+    group = state.groups.get(gid)
+    error: ErrorCode | None = None
+    checked = False
+    wall = state.wall(now_ms)
+    expire_at = wall + cmd.retention_time_ms if cmd.retention_time_ms != -1 else None
+    max_len = state.config.offset_metadata_max_bytes
+    put = state.offsets.put
+    records = fx.records
+    committed = 0
+    topics: list[TopicErrors] = []
+    for t in cmd.topics:
+        name = t.name
+        results: list[PartitionError] = []
+        for p in t.partitions:
+            partition = p.partition
+            if not has(name, partition):
+                results.append(PartitionError(partition, E.unknown_topic_or_partition))
+                continue
+            if not checked:
+                checked = True
+                error = _error(state, group, cmd)
+            if error is not None:
+                results.append(PartitionError(partition, error))
+                continue
+            metadata = p.metadata or ""
+            if java_length(metadata) > max_len:
+                results.append(PartitionError(partition, E.offset_metadata_too_large))
+                continue
+            value = OffsetCommitValue(p.offset, p.leader_epoch, metadata, wall, expire_at)
+            put(gid, name, partition, value)
+            records.append(Record(OffsetCommitKey(gid, name, partition), value))
+            committed += 1
+            results.append(_committed(partition))
+        topics.append(TopicErrors(name, tuple(results)))
+    fx.replies.append((reply_to, OffsetCommitResult(tuple(topics))))
+    if not checked or error is not None:
+        return
+    if group is None:
+        if not committed:
+            # Kafka keeps the new simple group in memory even when nothing was written; we
+            # create it only with its first offset so that replaying the log rebuilds it.
+            return
+        group = ClassicGroup(gid, None)
+        state.groups[gid] = group
+        fx.events.append(GroupCreated(gid))
+    elif group.state in _RENEWING:
+        member = group.members.get(cmd.member_id)
+        if member is not None:
+            state.timers.schedule_session(group, member, member.session_timeout_ms, now_ms)
+    if committed:
+        fx.events.append(OffsetsCommitted(gid, committed))
+
+
+def _error(state: CoreState, group: ClassicGroup | None, cmd: OffsetCommit) -> ErrorCode | None:
+    """The coordinator-level error of a commit to `group` (§10.1); None = accept."""
+    if state.loading:
+        return E.coordinator_load_in_progress
+    if group is None:
+        if cmd.generation_id >= 0:
+            return E.group_id_not_found if cmd.api_version >= 9 else E.illegal_generation
+        return None
+    return validate_commit(group, cmd.generation_id, cmd.member_id, cmd.group_instance_id)

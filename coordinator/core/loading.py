@@ -1,0 +1,116 @@
+"""Loading (docs/protocol.md §12.3): rebuild the core's state from its durable records.
+
+`replay(state, record)` applies one record and sets `state.loading`; `loading_partitions` is the
+batch loading fast path's way in for offset values (record_batch.BatchReplayer), with the same
+effect as replaying them; `finish_loading` clears `loading`, starts every loaded member's session
+timer and the retention timer, and sends a group over group.max.size into a rebalance (Kafka's
+onLoaded). A group is rebuilt as Kafka's ClassicGroup.fromRecord does: Stable with its members,
+or Empty.
+"""
+
+from __future__ import annotations
+
+from coordinator.core.effects import Effects
+from coordinator.core.events import RebalanceCause
+from coordinator.core.expiry import arm_retention
+from coordinator.core.group import ClassicGroup, GroupState, Member
+from coordinator.core.messages import Protocol
+from coordinator.core.rebalance import prepare_rebalance
+from coordinator.core.records import (
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+    TopicKey,
+    TopicValue,
+)
+from coordinator.core.state import CoreState
+from coordinator.core.topic_watch import replay_topic
+
+
+def replay(state: CoreState, record: Record) -> None:
+    """Apply one durable record. Sets `loading` until `finish_loading`."""
+    state.loading = True
+    key = record.key
+    if isinstance(key, TopicKey):  # coordinator.core.topic_watch
+        assert record.value is None or isinstance(record.value, TopicValue)
+        replay_topic(state, key, record.value)
+        return
+    groups = state.groups
+    if isinstance(key, OffsetCommitKey):
+        if record.value is None:
+            state.offsets.delete(key.group_id, key.topic, key.partition)
+            return
+        assert isinstance(record.value, OffsetCommitValue)
+        if key.group_id not in groups:
+            groups[key.group_id] = ClassicGroup(key.group_id, None)
+        state.offsets.put(key.group_id, key.topic, key.partition, record.value)
+        return
+    if record.value is None:
+        groups.pop(key.group_id, None)
+        return
+    assert isinstance(record.value, GroupMetadataValue)
+    groups[key.group_id] = group_from_record(key.group_id, record.value)
+
+
+def loading_partitions(state: CoreState, group_id: str, topic: str) -> dict[int, OffsetCommitValue]:
+    """The table that replayed offsets of (group_id, topic) go into, the group created as
+    `replay` does. The caller puts a value in it at once and stops using it after any other
+    kind of record."""
+    state.loading = True
+    if group_id not in state.groups:
+        state.groups[group_id] = ClassicGroup(group_id, None)
+    return state.offsets.table(group_id, topic)
+
+
+def finish_loading(state: CoreState, now_ms: int) -> None:
+    """Start every loaded member's session timer; send oversized groups into a rebalance."""
+    state.loading = False
+    schedule = state.timers.schedule_session
+    for group in state.groups.values():
+        for member in group.members.values():
+            schedule(group, member, member.session_timeout_ms, now_ms)
+        if len(group.members) > state.config.max_group_size:
+            # Kafka's onLoaded; nothing is parked yet, so the Effects hold only an event.
+            prepare_rebalance(state, group, RebalanceCause.GROUP_MAX_SIZE, None, now_ms, Effects())
+    if state.timers.retention_seq == 0:
+        arm_retention(state, now_ms)
+
+
+def group_from_record(group_id: str, value: GroupMetadataValue) -> ClassicGroup:
+    """ClassicGroup.fromRecord: Stable with members, else Empty; one protocol per member."""
+    ts = value.current_state_timestamp_ms
+    group = ClassicGroup(group_id, None if ts < 0 else ts)
+    # Equivalent mutants on the next line and on `protocol_type=` below: `add` sets the group's
+    # protocol type from the first member's (the only reader of a member's protocol_type), and
+    # it is set again after the members.
+    group.protocol_type = value.protocol_type or None  # pragma: no mutate
+    group.generation_id = value.generation_id
+    group.protocol_name = value.protocol_name
+    for mm in value.members:
+        rebalance = (
+            mm.session_timeout_ms if mm.rebalance_timeout_ms == -1 else mm.rebalance_timeout_ms
+        )
+        # The `or ""` is an equivalent mutant: a group with members always has a protocol.
+        protocols = (Protocol(value.protocol_name or "", mm.subscription),)  # pragma: no mutate
+        group.add(
+            Member(
+                mm.member_id,
+                mm.group_instance_id,
+                client_id=mm.client_id,
+                client_host=mm.client_host,
+                rebalance_timeout_ms=rebalance,
+                session_timeout_ms=mm.session_timeout_ms,
+                protocol_type=value.protocol_type,  # pragma: no mutate
+                protocols=protocols,
+                assignment=mm.assignment,
+            )
+        )
+    group.protocol_type = value.protocol_type or None
+    if value.members:
+        group.state = GroupState.STABLE
+        if value.leader is not None and value.leader in group.members:
+            group.leader_id = value.leader
+    group.subscribed_topics = group.compute_subscribed_topics()
+    group.metadata_hash = value.metadata_hash  # compared in topic_watch.topics_loaded
+    return group

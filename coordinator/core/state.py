@@ -1,0 +1,61 @@
+"""The core's whole state, in one object: what every handler reads and changes.
+
+One `CoreState` holds the groups, the timer heap, the offset store and the topic catalog with its
+KIP-1101 hash cache. The handlers (`core.handlers.*`, `core.rebalance`, `core.expiry`,
+`core.topic_watch`, `core.loading`) are functions of (state, command, now_ms) that append their
+replies, records and events to an `Effects`; `core.coordinator.GroupCoordinator` owns one state
+and routes each command to its handler.
+
+Invariants:
+- `groups` holds every loaded group, `offsets` every committed offset: a group with offsets has
+  an entry in `groups` (possibly Empty with no members).
+- `loading` is True from the first replayed record until `core.loading.finish_loading`; while it
+  is set, requests answer COORDINATOR_LOAD_IN_PROGRESS and no timer fires.
+- Wall-clock timestamps (record fields) are `wall(now_ms)`: now_ms is monotonic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coordinator.core.effects import CoordinatorConfig, MemberIdFactory
+from coordinator.core.group import STATE_REPLIES, Check, ClassicGroup
+from coordinator.core.messages import ErrorCode
+from coordinator.core.offsets import OffsetStore
+from coordinator.core.timers import TimerHeap
+from coordinator.core.topichash import TopicHashCache
+from coordinator.core.topics import TopicCatalog
+
+
+@dataclass(eq=False, slots=True)
+class CoreState:
+    config: CoordinatorConfig
+    topics: TopicCatalog
+    new_member_id: MemberIdFactory
+    epoch_offset_ms: int = 0
+    groups: dict[str, ClassicGroup] = field(init=False, default_factory=dict)
+    offsets: OffsetStore = field(init=False, default_factory=OffsetStore)
+    timers: TimerHeap = field(init=False)
+    topic_hashes: TopicHashCache = field(init=False)  # KIP-1101
+    loading: bool = field(init=False, default=False)
+    # Names with a topic record (value or tombstone).
+    topic_records: set[str] = field(init=False, default_factory=set)
+    # Names deleted within rebalance.TOPIC_DELETED_LABEL_MS: one that comes back was re-created.
+    # Not persisted (only a label depends on it); pruned on every deletion.
+    deleted_topics_ms: dict[str, int] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.timers = TimerHeap(self.groups)
+        self.topic_hashes = TopicHashCache(self.topics, self.config.topic_hash)
+
+    def wall(self, now_ms: int) -> int:
+        return now_ms + self.epoch_offset_ms
+
+    def admin_error(self, group: ClassicGroup | None, check: Check) -> ErrorCode | None:
+        """An admin request's error for a group (OffsetDelete, DeleteGroups): loading, an unknown
+        group, then the group's state (STATE_REPLIES); None = go on."""
+        if self.loading:
+            return ErrorCode.coordinator_load_in_progress
+        if group is None:
+            return ErrorCode.group_id_not_found
+        return STATE_REPLIES[group.state][check]
