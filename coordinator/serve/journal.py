@@ -40,6 +40,11 @@ class DiskJournal:
     def on_durable(self, listener: Callable[[int], None]) -> None:
         self.disk.on_durable = listener
 
+    def lost(self, seq: int) -> bool:
+        # After a failed write nothing past the durable offset will become durable (the disk
+        # refuses appends until `recover`, which reloads the core).
+        return seq > self.disk.durable_offset
+
     @property
     def healthy(self) -> bool:
         return self.disk.healthy

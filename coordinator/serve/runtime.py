@@ -49,6 +49,13 @@ class Journal(Protocol):
         Optional: a journal may never call it (`wait_durable` still works)."""
         ...
 
+    def lost(self, seq: int) -> bool:
+        """The records of append `seq` will never be durable (their write failed). Asked only
+        of a `seq` <= `durable_seq()` or whose `wait_durable` raised. A journal whose appends
+        fail one at a time (a fleet's, one partition failing while others write) advances
+        `durable_seq` past a lost append; the local log never does."""
+        ...
+
 
 class MemoryJournal:
     """A journal that keeps nothing: every append is 'durable' at once (tests, benchmarks)."""
@@ -72,6 +79,9 @@ class MemoryJournal:
     def on_durable(self, listener: Callable[[int], None]) -> None:
         return None  # every append is durable at once: nothing is ever held
 
+    def lost(self, seq: int) -> bool:
+        return False
+
 
 Responder = Callable[[int, Result], None]
 """(reply_to, result) -> None: sends a result to whoever is waiting on reply_to."""
@@ -80,6 +90,8 @@ Failer = Callable[[int, BaseException], None]
 """(reply_to, error) -> None: the records a reply depended on could not be made durable."""
 
 EventSink = Callable[[Event], None]
+
+_NOT_DURABLE = RuntimeError("the records this reply depends on could not be written")
 
 # (seq, replies, done, failed): released once `seq` is durable (see Runtime._hold).
 _Held = tuple[
@@ -194,31 +206,52 @@ class Runtime:
                     # The oldest first: one group-commit flush usually covers every held entry.
                     await journal.wait_durable(held[0][0])
                 except Exception as exc:  # the log refused or failed: never ack what it lost
-                    durable = journal.durable_seq()
-                    lost: list[tuple[int, Result]] = []
-                    while held:
-                        seq, replies, done, failed = held.popleft()
-                        if seq <= durable:
-                            self._release(replies)
-                            if done is not None:
-                                done()
-                        else:
-                            lost.extend(replies)
-                            if failed is not None:
-                                failed(exc)
-                    self._write_failed(lost, exc)
-                    return
+                    if not self._settle_failure(exc):
+                        return
+                    continue
                 self._durable_advanced(journal.durable_seq())
         finally:
             self._releaser = None
+
+    def _settle_failure(self, exc: BaseException) -> bool:
+        """A wait for durability raised: fail every held entry the journal lost, release the
+        durable ones, keep the undecided ones (another partition of a fleet's journal may still
+        be writing them). True if some are still held."""
+        journal = self.journal
+        held = self._held
+        durable = journal.durable_seq()
+        lost: list[tuple[int, Result]] = []
+        kept: list[_Held] = []
+        while held:
+            entry = held.popleft()
+            seq, replies, done, failed = entry
+            if journal.lost(seq):
+                lost.extend(replies)
+                if failed is not None:
+                    failed(exc)
+            elif seq <= durable:
+                self._release(replies)
+                if done is not None:
+                    done()
+            else:
+                kept.append(entry)
+        held.extend(kept)
+        self._write_failed(lost, exc)
+        return bool(kept)
 
     def _durable_advanced(self, durable: int) -> None:
         """Release what is durable now. The journal calls this right when a flush completes;
         the releaser task would see it only a pass of the loop later, and on a busy loop a pass
         is a whole batch of requests (~3 ms of a 6 ms group-commit cycle, measured)."""
         held = self._held
+        lost = self.journal.lost
         while held and held[0][0] <= durable:
-            _, replies, done, _ = held.popleft()
+            seq, replies, done, failed = held.popleft()
+            if lost(seq):  # a fleet journal's partition failed while others went on
+                self._write_failed(replies, _NOT_DURABLE)
+                if failed is not None:
+                    failed(_NOT_DURABLE)
+                continue
             self._release(replies)
             if done is not None:
                 done()

@@ -60,6 +60,9 @@ class GatedJournal:
     def on_durable(self, listener: Any) -> None:
         pass  # `wait_durable` only: the runtime's releaser task must work without it
 
+    def lost(self, seq: int) -> bool:
+        return False
+
     def release(self) -> None:
         self._durable = self._seq
         self._changed.set()
