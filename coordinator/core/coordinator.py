@@ -11,6 +11,9 @@ Contract (the runtime depends on exactly this):
   `replay` sets `loading`; `finish_loading` clears it and starts the timers. A core that never
   replays is simply not loading. `loading_partitions` is the loading fast path's way in for
   offset values (record_batch.BatchReplayer), with the same effect as replaying them.
+- `load_groups(records, now_ms)` / `unload_groups(group_ids)`: a sidecar fleet moves one state
+  partition's groups in or out of a serving core (parked requests of unloaded groups are
+  answered NOT_COORDINATOR in the returned Effects).
 - Effects.replies are released by the runtime only after Effects.records (and every record
   appended before them) are durable.
 
@@ -182,6 +185,12 @@ class GroupCoordinator:
 
     def finish_loading(self, now_ms: int) -> None:
         loading.finish_loading(self.state, now_ms)
+
+    def load_groups(self, records: list[Record], now_ms: int) -> Effects:
+        return loading.load_groups(self.state, records, now_ms)
+
+    def unload_groups(self, group_ids: list[str]) -> Effects:
+        return loading.unload_groups(self.state, group_ids)
 
     # -- introspection (status page, metrics, tests) ---------------------------------------------
 

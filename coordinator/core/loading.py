@@ -6,6 +6,13 @@ effect as replaying them; `finish_loading` clears `loading`, starts every loaded
 timer and the retention timer, and sends a group over group.max.size into a rebalance (Kafka's
 onLoaded). A group is rebuilt as Kafka's ClassicGroup.fromRecord does: Stable with its members,
 or Empty.
+
+A sidecar fleet (coordinator.sidecar.fleet) moves state partitions between members while the core
+serves: `load_groups` replays one partition's records into a serving core and starts only those
+groups (Kafka's coordinator loads one __consumer_offsets partition the same way), and
+`unload_groups` drops the groups of a partition this member no longer owns, answering their
+parked JoinGroup/SyncGroup with NOT_COORDINATOR so their clients look the coordinator up again
+(Kafka's onResignation).
 """
 
 from __future__ import annotations
@@ -14,7 +21,12 @@ from coordinator.core.effects import Effects
 from coordinator.core.events import RebalanceCause
 from coordinator.core.expiry import arm_retention
 from coordinator.core.group import ClassicGroup, GroupState, Member
-from coordinator.core.messages import Protocol
+from coordinator.core.messages import (
+    ErrorCode,
+    JoinGroupResult,
+    Protocol,
+    SyncGroupResult,
+)
 from coordinator.core.rebalance import prepare_rebalance
 from coordinator.core.records import (
     GroupMetadataValue,
@@ -75,6 +87,58 @@ def finish_loading(state: CoreState, now_ms: int) -> None:
             prepare_rebalance(state, group, RebalanceCause.GROUP_MAX_SIZE, None, now_ms, Effects())
     if state.timers.retention_seq == 0:
         arm_retention(state, now_ms)
+
+
+def load_groups(state: CoreState, records: list[Record], now_ms: int) -> Effects:
+    """Replay one partition's records into a core that is serving; start their groups as
+    `finish_loading` does. The caller unloaded these groups first (`unload_groups`)."""
+    was_loading = state.loading
+    loaded: set[str] = set()
+    for record in records:
+        key = record.key
+        if isinstance(key, TopicKey):
+            continue  # a fleet learns topics from the upstream, not from the state partitions
+        replay(state, record)
+        loaded.add(key.group_id)
+    state.loading = was_loading
+    fx = Effects()
+    schedule = state.timers.schedule_session
+    for group_id in loaded:
+        group = state.groups.get(group_id)
+        if group is None:
+            continue  # deleted by a later record of the same partition
+        for member in group.members.values():
+            schedule(group, member, member.session_timeout_ms, now_ms)
+        if len(group.members) > state.config.max_group_size:
+            prepare_rebalance(state, group, RebalanceCause.GROUP_MAX_SIZE, None, now_ms, fx)
+    if state.timers.retention_seq == 0 and not state.loading:
+        arm_retention(state, now_ms)
+    return fx
+
+
+def unload_groups(state: CoreState, group_ids: list[str]) -> Effects:
+    """Forget these groups and their offsets (their partition moved to another member); parked
+    requests get NOT_COORDINATOR. Their timer entries die with them (TimerHeap.is_live looks the
+    group up). No record is written: the state stays on the partition for its new owner."""
+    fx = Effects()
+    for group_id in group_ids:
+        group = state.groups.pop(group_id, None)
+        state.offsets.drop_group(group_id)
+        if group is None:
+            continue
+        state.topic_hashes.untrack(group)
+        for member in group.members.values():
+            if member.join_reply_to is not None:
+                fx.replies.append(
+                    (member.join_reply_to, JoinGroupResult(ErrorCode.not_coordinator))
+                )
+                member.join_reply_to = None
+            if member.sync_reply_to is not None:
+                fx.replies.append(
+                    (member.sync_reply_to, SyncGroupResult(ErrorCode.not_coordinator))
+                )
+                member.sync_reply_to = None
+    return fx
 
 
 def group_from_record(group_id: str, value: GroupMetadataValue) -> ClassicGroup:
