@@ -20,6 +20,9 @@ Invariants:
   that carry broker addresses are decoded and re-encoded.
 - An upstream failure closes the client connections that had requests on it (a broker failure, as a
   client sees one) and nothing else: group APIs keep being answered.
+- In a fleet (`Sidecar.locator` set), group requests go through coordinator.sidecar.forward:
+  answered here, forwarded to the member that owns the group, or refused with a retriable error.
+  Without a locator they are answered here, by the same path as before fleets existed.
 - Topic metadata (partition counts, ids, racks) flows into `Server.topic_changed` from every
   Metadata answer that passes through and from a refresh every `metadata_refresh_ms`, so partitions
   added upstream rebalance the groups that read the topic.
@@ -45,6 +48,8 @@ from coordinator.serve.listener import Listening, start_listener
 from coordinator.serve.server import CLOSE_TIMEOUT_S, Connection, Server
 from coordinator.sidecar import refresh as sidecar_signal
 from coordinator.sidecar import rewrite
+from coordinator.sidecar.forward import PeerLinks, Router
+from coordinator.sidecar.placement import Locator
 from coordinator.sidecar.rewrite import (
     API_VERSIONS,
     DESCRIBE_CLUSTER,
@@ -126,6 +131,10 @@ class Sidecar:
         self._refresh_now = asyncio.Event()
         self._ranges: dict[int, Ranges] = {}  # by id(Broker)
         self.lag: Any = None  # coordinator.sidecar.lag.LagTracker when metrics_per_group
+        # A fleet (coordinator.sidecar.forward): where each group is answered, and the links to
+        # the other members. None: a single sidecar answers every group itself.
+        self.locator: Locator | None = None
+        self.peer_links = PeerLinks(self.spawn)
         server.protocol_factory = lambda: SidecarConnection(self, None)
 
     # -- life cycle ------------------------------------------------------------------------------
@@ -168,6 +177,7 @@ class Sidecar:
             if isinstance(conn, SidecarConnection):
                 conn.close()
         self.upstreams.close()
+        self.peer_links.close()
         for server in self._servers:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(server.wait_closed(), CLOSE_TIMEOUT_S)
@@ -413,11 +423,15 @@ class _LocalReply:
 
 
 class SidecarConnection(asyncio.Protocol):
-    """A client connection on a sidecar listener; `node_id` None is the bootstrap listener."""
+    """A client connection on a sidecar listener; `node_id` None is the bootstrap listener.
+    `peer`: a connection on the fleet listener, from another member forwarding group requests
+    (coordinator.sidecar.forward), which are then never forwarded again."""
 
-    def __init__(self, sidecar: Sidecar, node_id: int | None) -> None:
+    def __init__(self, sidecar: Sidecar, node_id: int | None, peer: bool = False) -> None:
         self._sidecar = sidecar
         self._node_id = node_id
+        self.from_peer = peer  # (`self.peer` is the remote address, for logs)
+        self._router: Router | None = None  # made at the first group request in a fleet
         self._stream = FrameStream(
             self._handle,
             self._on_start,
@@ -469,6 +483,8 @@ class SidecarConnection(asyncio.Protocol):
         self._closed = True
         self._sidecar.server.connections.discard(cast(Connection, self))
         self._slots.clear()
+        if self._router is not None:
+            self._router.close()
         link, self._link = self._link, None
         if link is not None and self._authenticated:
             link.close()
@@ -518,8 +534,12 @@ class SidecarConnection(asyncio.Protocol):
         if api_key in apis.GROUP_APIS:
             slot = _Slot(self)
             self._slots.append(slot)
-            reply = cast(Connection, _LocalReply(self, slot))  # dispatch uses send/abort/closed
-            self._sidecar.server.dispatch(reply, frame[4:])
+            locator = self._sidecar.locator
+            if locator is None:
+                reply = cast(Connection, _LocalReply(self, slot))  # dispatch: send/abort/closed
+                self._sidecar.server.dispatch(reply, frame[4:])
+            else:
+                self._group_router().route(frame, locator, lambda data: self.complete(slot, data))
         elif api_key == API_VERSIONS:
             self._api_versions(frame)
         elif api_key == FIND_COORDINATOR:
@@ -551,6 +571,14 @@ class SidecarConnection(asyncio.Protocol):
             slot = _Slot(self)
             self._slots.append(slot)
             self._forward(frame, correlation_id, slot)
+
+    def _group_router(self) -> Router:
+        router = self._router
+        if router is None:
+            sidecar = self._sidecar
+            router = Router(self, sidecar.server, sidecar.peer_links, self.from_peer)
+            self._router = router
+        return router
 
     def _signalled(self, frame: bytes, api_key: int, correlation_id: int) -> None:
         """Fetch/ListOffsets while a topic change is being signalled (coordinator.sidecar.refresh):

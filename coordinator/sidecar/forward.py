@@ -1,0 +1,510 @@
+"""Group API routing in a sidecar fleet: answer here, forward to the owner, or refuse.
+
+Several sidecars act as one coordinator: each group's state lives in a state partition owned by
+exactly one member (coordinator.sidecar.placement). A client may send a group request to any
+member; the member it reached routes it by `Locator.locate(group_id)`:
+
+- LOCAL: answered by this member's core, as a single sidecar does.
+- LOADING / UNKNOWN: COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR, placed where Kafka puts a
+  group error in that API and version (`adapters.error_response`; per group for batched APIs).
+  Clients retry on both, the second after finding the coordinator again, as with Kafka.
+- REMOTE: the client's frame, unchanged, to the owner's fleet listener; its answer, unchanged,
+  back to the client.
+
+Invariants:
+- Per client connection, one link of its own per owner address (`Router`), closed with the
+  connection: requests to one owner stay in order and keep the client's correlation ids, which
+  cannot collide on a link nobody else uses. The client connection's own slot queue keeps its
+  responses in request order, whichever member answered them.
+- An owner that cannot be reached, a link that fails, or an answer that cannot be read: that
+  request is answered NOT_COORDINATOR. The client connection stays open (unlike an upstream
+  failure): only the group's coordinator is in question, not the broker the client talks to.
+- A request that arrived from another member (a `from_peer` connection) is never forwarded again:
+  LOCAL is answered, LOADING gets LOAD_IN_PROGRESS, anything else NOT_COORDINATOR. No loops.
+- Batched APIs (DescribeGroups, DeleteGroups, OffsetFetch v8+) whose groups live in different
+  places are split into one sub-request per destination (`split`) and the parts' answers merged
+  back into one response in the request's group order (`merge`). A request whose groups all
+  live in one place is routed whole, frame unchanged.
+- ListGroups, from a client: the union of this member's answer and every peer's
+  (`merge_list_groups`); a peer that fails or does not answer within `list_groups_timeout_s` is
+  left out, with one WARNING until it answers again. From a peer: this member's answer only.
+- `split`, `merge`, `merge_list_groups` and `group_ids` are pure; the rest is the asyncio shell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, assert_never, cast
+
+from kio.schema.errors import ErrorCode
+
+from coordinator.serve import adapters
+from coordinator.serve.server import Connection, Server
+from coordinator.sidecar.placement import LOCAL, UNKNOWN, Locator, Placement, Where
+from coordinator.sidecar.upstream import Broker, Link, UpstreamUnavailable
+from protocol import apis, codec
+from protocol.codec import RequestHeader
+
+log = logging.getLogger("groupcoord.sidecar.forward")
+
+Address = tuple[str, int]
+Answer = Callable[[bytes], None]  # the framed response to the client's request
+Reply = Callable[[bytes | None], None]  # a peer's framed response, or None: none will come
+Sink = Callable[[object | None], None]  # a part's decoded response, or None: left out
+
+# Below a client's request timeout (Kafka's request.timeout.ms: 30 s, aiokafka's 40 s), so a
+# silent member costs a slow listing, not a failed one.
+LIST_GROUPS_PEER_TIMEOUT_S: Final = 5.0
+
+_NOT_COORDINATOR: Final = ErrorCode.not_coordinator
+_LOADING: Final = ErrorCode.coordinator_load_in_progress
+# Batched APIs: (the request's group field, the response's entry field); entries carry group_id.
+_BATCHED: Final = {
+    apis.DESCRIBE_GROUPS: ("groups", "groups"),
+    apis.DELETE_GROUPS: ("groups_names", "results"),
+    apis.OFFSET_FETCH: ("groups", "groups"),  # v8+ (KIP-709); one group_id before
+}
+_FIRST_BATCHED_OFFSET_FETCH: Final = 8
+
+
+# --------------------------------------------------------------------------------------------------
+# Pure: the groups a request names; splitting a batched request and merging its answers
+
+
+def _batch_fields(header: RequestHeader) -> tuple[str, str] | None:
+    if header.api_key == apis.OFFSET_FETCH and header.api_version < _FIRST_BATCHED_OFFSET_FETCH:
+        return None
+    return _BATCHED.get(header.api_key)
+
+
+def _group_of(item: Any) -> str:
+    return item if isinstance(item, str) else cast(str, item.group_id)
+
+
+def group_ids(header: RequestHeader, request: Any) -> list[str]:
+    """The group ids `request` names, in its order ([] for ListGroups, which names none)."""
+    fields = _batch_fields(header)
+    if fields is not None:
+        return [_group_of(item) for item in getattr(request, fields[0])]
+    if header.api_key == apis.LIST_GROUPS:
+        return []
+    return [request.group_id]
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """The groups of a request that `where` answers, as a request of the same API and version."""
+
+    where: Where
+    request: object
+
+
+def split(header: RequestHeader, request: Any, where: Callable[[str], Where]) -> list[Part]:
+    """One part per destination, in the order destinations first appear in the request; groups
+    keep their order within a part. A request whose groups share one destination (or that names
+    none: LOCAL) is one part holding `request` itself."""
+    fields = _batch_fields(header)
+    if fields is None:
+        ids = group_ids(header, request)
+        return [Part(where(ids[0]) if ids else LOCAL, request)]
+    items = getattr(request, fields[0])
+    by_where: dict[Where, list[Any]] = {}
+    for item in items:
+        by_where.setdefault(where(_group_of(item)), []).append(item)
+    if len(by_where) <= 1:
+        return [Part(next(iter(by_where), LOCAL), request)]
+    return [
+        Part(w, dataclasses.replace(request, **{fields[0]: tuple(part)}))
+        for w, part in by_where.items()
+    ]
+
+
+def _throttle(responses: Sequence[Any], base: Any) -> dict[str, Any]:
+    if not hasattr(base, "throttle_time"):
+        return {}
+    return {"throttle_time": max((r.throttle_time for r in responses), default=base.throttle_time)}
+
+
+def merge(header: RequestHeader, request: Any, responses: Sequence[Any]) -> object:
+    """One response to the batched `request` from its parts' responses (in any order): an entry
+    per requested group in the request's order; a group no part answered gets NOT_COORDINATOR
+    (its owner is in doubt; the client looks it up again). The throttle is the longest."""
+    fields = _batch_fields(header)
+    if fields is None:
+        raise ValueError(f"api {header.api_key} v{header.api_version} is not batched")
+    request_field, response_field = fields
+    answered: dict[str, Any] = {}
+    for response in responses:
+        for entry in getattr(response, response_field):
+            answered.setdefault(entry.group_id, entry)
+    entries = []
+    for item in getattr(request, request_field):
+        entry = answered.get(_group_of(item))
+        if entry is None:
+            lone = dataclasses.replace(request, **{request_field: (item,)})
+            error = adapters.error_response(header, lone, _NOT_COORDINATOR)
+            entry = getattr(error, response_field)[0]
+        entries.append(entry)
+    empty = dataclasses.replace(request, **{request_field: ()})
+    base: Any = adapters.error_response(header, empty, ErrorCode.none)
+    return dataclasses.replace(
+        base, **{response_field: tuple(entries)}, **_throttle(responses, base)
+    )
+
+
+def merge_list_groups(responses: Sequence[Any]) -> object:
+    """ListGroups answers of several members as one: the first answer (this member's) with every
+    group listed by any of them, once; the first error any of them gave; the longest throttle."""
+    first = responses[0]
+    seen: set[str] = set()
+    groups = []
+    error = ErrorCode.none
+    for response in responses:
+        if error == ErrorCode.none:
+            error = response.error_code
+        for group in response.groups:
+            if group.group_id not in seen:
+                seen.add(group.group_id)
+                groups.append(group)
+    return dataclasses.replace(
+        first, error_code=error, groups=tuple(groups), **_throttle(responses, first)
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# The shell
+
+
+class Client(Protocol):
+    """What routing needs of the client connection it serves (proxy.SidecarConnection)."""
+
+    client_host: str
+    peer: str  # its address, for logs
+
+    @property
+    def closed(self) -> bool: ...
+
+    def abort(self, reason: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _Capture:
+    """Stands in for a `Connection` in the server's group route: the response goes to `answer`."""
+
+    __slots__ = ("_answer", "_client", "client_host", "fetch_timer", "peer")
+
+    def __init__(self, client: Client, answer: Answer) -> None:
+        self._client = client
+        self._answer = answer
+        self.client_host = client.client_host
+        self.peer = client.peer
+        self.fetch_timer: asyncio.TimerHandle | None = None
+
+    def send(self, data: bytes) -> None:
+        self._answer(data)
+
+    def abort(self, reason: str) -> None:
+        self._client.abort(reason)
+
+    def close(self) -> None:
+        self._client.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._client.closed
+
+
+class _Member(Broker):
+    """A fleet member's listener, reached as an upstream broker is (connect deadline, backoff)."""
+
+    @property
+    def label(self) -> str:
+        return f"fleet member {self.host}:{self.port}"
+
+
+class PeerLinks:
+    """Sidecar-wide: the fleet members requests are forwarded to, one `Broker` per listener address
+    (its reconnect backoff, shared by every client connection), and which members ListGroups
+    currently leaves out."""
+
+    def __init__(self, spawn: Callable[[Coroutine[Any, Any, None]], object]) -> None:
+        self.spawn = spawn
+        self.list_groups_timeout_s = LIST_GROUPS_PEER_TIMEOUT_S
+        self._members: dict[Address, Broker] = {}
+        self._silent: set[Address] = set()
+
+    def member(self, address: Address) -> Broker:
+        member = self._members.get(address)
+        if member is None:
+            member = self._members[address] = _Member(*address)
+        return member
+
+    def left_out(self, address: Address, reason: str) -> None:
+        if address not in self._silent:
+            self._silent.add(address)
+            log.warning("ListGroups leaves out fleet member %s:%d: %s", *address, reason)
+
+    def answered(self, address: Address) -> None:
+        if address in self._silent:
+            self._silent.discard(address)
+            log.info("fleet member %s:%d answers ListGroups again", *address)
+
+    def close(self) -> None:
+        for member in self._members.values():
+            member.close()
+
+
+class _Gather:
+    """The parts of one request: once each has answered (or been left out), `finish` gets their
+    responses in part order. A part's later answers (after a timeout) are ignored."""
+
+    __slots__ = ("_finish", "_missing", "_responses")
+
+    _PENDING: Final = object()
+
+    def __init__(self, count: int, finish: Callable[[list[Any]], None]) -> None:
+        self._finish = finish
+        self._missing = count
+        self._responses: list[Any] = [self._PENDING] * count
+
+    def sink(self, index: int) -> Sink:
+        def done(response: object | None) -> None:
+            if self._responses[index] is not self._PENDING:
+                return
+            self._responses[index] = response
+            self._missing -= 1
+            if self._missing == 0:
+                self._finish(self._responses)
+
+        return done
+
+
+class Router:
+    """One client connection's group requests in a fleet, and its links to the other members."""
+
+    def __init__(self, client: Client, server: Server, peers: PeerLinks, from_peer: bool) -> None:
+        self._client = client
+        self._server = server
+        self._peers = peers
+        self._from_peer = from_peer
+        self._links: dict[Address, Link] = {}
+        self._queued: dict[Address, list[tuple[bytes, int, Reply]]] = {}
+        self._closed = False
+
+    def route(self, frame: bytes, locator: Locator, answer: Answer) -> None:
+        """Route one group request `frame` (size prefix included); `answer` gets its response."""
+        server = self._server
+        t0 = server.stats.clock() if server.stats is not None else 0
+        try:
+            header, request = codec.decode_request(frame[4:])
+        except codec.UnsupportedVersion as exc:
+            self._client.abort(f"unsupported API {exc.header.api_key} v{exc.header.api_version}")
+            return
+        except codec.DecodeError as exc:
+            self._client.abort(f"malformed request: {exc}")
+            return
+        if header.api_key == apis.LIST_GROUPS:
+            self._list_groups(frame, header, request, t0, locator, answer)
+            return
+
+        def where(group_id: str) -> Where:
+            found = locator.locate(group_id)
+            if found.placement is Placement.REMOTE and (self._from_peer or found.address is None):
+                return UNKNOWN  # never forwarded twice
+            return found
+
+        parts = split(header, request, where)
+        if len(parts) == 1:
+            self._whole(parts[0].where, frame, header, request, t0, answer)
+            return
+
+        def finish(responses: list[Any]) -> None:
+            answered = [r for r in responses if r is not None]  # merge fills in the rest
+            answer(codec.encode_response(header, merge(header, request, answered)))
+
+        gather = _Gather(len(parts), finish)
+        for index, part in enumerate(parts):
+            self._part(part, header, t0, gather.sink(index))
+
+    def _whole(
+        self,
+        where: Where,
+        frame: bytes,
+        header: RequestHeader,
+        request: Any,
+        t0: int,
+        answer: Answer,
+    ) -> None:
+        match where.placement:
+            case Placement.LOCAL:
+                self._local(header, request, t0, answer)
+            case Placement.LOADING:
+                answer(self._error(header, request, _LOADING, t0))
+            case Placement.UNKNOWN:
+                answer(self._error(header, request, _NOT_COORDINATOR, t0))
+            case Placement.REMOTE:
+                assert where.address is not None  # `route` made it UNKNOWN otherwise
+                context = adapters.error_context(header, request)  # not the whole request
+
+                def relay(response: bytes | None) -> None:
+                    if response is None:
+                        answer(self._error(header, context, _NOT_COORDINATOR, t0))
+                    else:
+                        answer(response)
+
+                self._send(where.address, frame, header.correlation_id, relay)
+            case _:
+                assert_never(where.placement)
+
+    def _part(self, part: Part, header: RequestHeader, t0: int, sink: Sink) -> None:
+        request: Any = part.request
+        match part.where.placement:
+            case Placement.LOCAL:
+                self._local(header, request, t0, lambda data: sink(self._read(header, data)))
+            case Placement.LOADING:
+                sink(adapters.error_response(header, request, _LOADING))
+            case Placement.UNKNOWN:
+                sink(adapters.error_response(header, request, _NOT_COORDINATOR))
+            case Placement.REMOTE:  # no answer: `merge` makes it NOT_COORDINATOR
+                assert part.where.address is not None
+                frame = codec.encode_request(header, request)
+
+                def relay(response: bytes | None) -> None:
+                    sink(self._read(header, response))
+
+                self._send(part.where.address, frame, header.correlation_id, relay)
+            case _:
+                assert_never(part.where.placement)
+
+    def _list_groups(
+        self,
+        frame: bytes,
+        header: RequestHeader,
+        request: Any,
+        t0: int,
+        locator: Locator,
+        answer: Answer,
+    ) -> None:
+        peers = [] if self._from_peer else locator.peers()
+        if not peers:
+            self._local(header, request, t0, answer)
+            return
+
+        def finish(responses: list[Any]) -> None:
+            answered = [r for r in responses if r is not None]
+            if not answered:  # not even this member's: a bug, answered as a retriable one
+                answered = [adapters.error_response(header, request, _NOT_COORDINATOR)]
+            answer(codec.encode_response(header, merge_list_groups(answered)))
+
+        gather = _Gather(1 + len(peers), finish)
+        local = gather.sink(0)
+        self._local(header, request, t0, lambda data: local(self._read(header, data)))
+        loop = asyncio.get_running_loop()
+        for index, address in enumerate(peers, 1):
+            self._ask(loop, address, frame, header, gather.sink(index))
+
+    def _ask(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        address: Address,
+        frame: bytes,
+        header: RequestHeader,
+        sink: Sink,
+    ) -> None:
+        """ListGroups to one peer: its answer, or None when it fails or is late."""
+        peers = self._peers
+
+        def late() -> None:
+            peers.left_out(address, f"no answer in {peers.list_groups_timeout_s} s")
+            sink(None)
+
+        timer = loop.call_later(peers.list_groups_timeout_s, late)
+
+        def reply(response: bytes | None) -> None:
+            timer.cancel()
+            decoded = self._read(header, response)
+            if decoded is None:
+                peers.left_out(address, "unreachable or broken answer")
+            else:
+                peers.answered(address)
+            sink(decoded)
+
+        self._send(address, frame, header.correlation_id, reply)
+
+    # -- answers ---------------------------------------------------------------------------------
+
+    def _local(self, header: RequestHeader, request: Any, t0: int, answer: Answer) -> None:
+        reply = cast(Connection, _Capture(self._client, answer))  # routes use send/abort/closed
+        self._server.routes[header.api_key](reply, header, request, t0)
+
+    def _error(self, header: RequestHeader, context: object, error: ErrorCode, t0: int) -> bytes:
+        stats = self._server.stats
+        if stats is not None:
+            stats.done(header.api_key, error, t0)
+        return codec.encode_response(header, adapters.error_response(header, context, error))
+
+    def _read(self, header: RequestHeader, frame: bytes | None) -> object | None:
+        """A part's framed answer decoded; None when there is none or it cannot be read."""
+        if frame is None:
+            return None
+        try:
+            return codec.decode_response(header, frame)
+        except codec.MalformedResponse as exc:
+            log.warning("unreadable answer to api %d from a fleet member: %s", header.api_key, exc)
+            return None
+
+    # -- links to the other members --------------------------------------------------------------
+
+    def _send(self, address: Address, frame: bytes, correlation_id: int, reply: Reply) -> None:
+        link = self._links.get(address)
+        if link is not None:
+            link.send(frame, correlation_id, reply)
+            return
+        queued = self._queued.get(address)
+        if queued is None:
+            queued = self._queued[address] = []
+            self._peers.spawn(self._connect(address))
+        queued.append((frame, correlation_id, reply))
+
+    async def _connect(self, address: Address) -> None:
+        member = self._peers.member(address)
+        try:
+            link = await member.connect()
+        except UpstreamUnavailable as exc:
+            log.debug("cannot forward to %s: %s", member.label, exc)
+            for _, _, reply in self._queued.pop(address, []):
+                reply(None)
+            return
+        queued = self._queued.pop(address, [])
+        if self._closed:
+            link.close()
+            for _, _, reply in queued:
+                reply(None)
+            return
+        link.owner = self
+        self._links[address] = link
+        for frame, correlation_id, reply in queued:
+            link.send(frame, correlation_id, reply)
+
+    # LinkOwner: forwarded group requests are small and bounded by the client connection's
+    # pending-request cap, so a slow member does not pause the client.
+    def upstream_writable(self, writable: bool) -> None:
+        pass
+
+    def upstream_lost(self, link: Link) -> None:
+        for address, held in list(self._links.items()):
+            if held is link:
+                del self._links[address]
+
+    def close(self) -> None:
+        """The client connection closed: so do its links (what they still carry is answered to
+        nobody; a member's parked JoinGroup sees the link go, as when a client disconnects)."""
+        self._closed = True
+        links, self._links = self._links, {}
+        for link in links.values():
+            link.close()
