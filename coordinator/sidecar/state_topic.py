@@ -1,0 +1,365 @@
+"""A fleet's state on the upstream cluster: a compacted topic, one writer per owned partition.
+
+Layout (issue 21; docs in README "Sidecar fleet"):
+- The topic (default `__groupcoord_state`, 50 partitions, cleanup.policy=compact) is created if
+  missing. A group lives on partition `partition_for(group_id, n)`: Kafka's
+  `Utils.abs(groupId.hashCode()) % n`, as for __consumer_offsets.
+- A record is the local log's key and value (core.record_codec) with two headers: `gc.epoch`
+  (8 bytes, big-endian) and `gc.owner` (the writing member's id).
+- A claim is a record keyed `CLAIM_PREFIX + epoch` whose value is JSON {epoch, owner, address}.
+  A key per epoch, so compaction keeps every claim (one per ownership change: few and small).
+
+The replay rule (`Replay`), the fence: a claim takes the partition iff its epoch is higher than
+the current claim's; a record counts iff its (epoch, owner) are the current claim's. The epoch is
+the fleet group's generation (the upstream's group coordinator is the arbiter), so a member that
+lost a partition writes with an older epoch, and nobody who reads the partition sees its writes.
+Its own writer learns it was fenced: every write expects to land at the partition's known end
+(`PartitionWriter.next_offset`), and a write that lands later makes it read what came in between
+(`_examine`); a newer claim there ends its ownership and the write's replies fail.
+
+The compaction hole: a stale owner's late record is the latest value of its key, so compaction
+would delete the key's valid value before it. The owner rewrites such keys with their valid value
+(`Replay.dirty`): at load, and whenever a write or the periodic `verify` finds foreign records.
+Until then min.compaction.lag.ms (set at creation) keeps compaction away from recent records.
+
+Every aiokafka client is made with `client_options` (coordinator.sidecar.upstream_clients): the
+one place for upstream connection settings (security goes there).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from coordinator.core.record_codec import decode_record, encode_record
+from coordinator.core.records import Record, TopicKey
+
+log = logging.getLogger("groupcoord.fleet.state")
+
+CLAIM_PREFIX = b"\xff\xffgroupcoord.claim:"  # record_codec keys start with version 0..3
+EPOCH_HEADER = "gc.epoch"
+OWNER_HEADER = "gc.owner"
+_EPOCH = struct.Struct(">q")
+READ_TIMEOUT_S = 30.0  # a partition that cannot be read to its end this fast failed to load
+MAX_BATCH_BYTES = 1 << 20  # one produce batch (max.message.bytes' default is 1 MiB)
+
+
+class Fenced(Exception):
+    """A newer claim took the partition: this member must stop answering for it."""
+
+
+class StateUnavailable(Exception):
+    """The upstream did not acknowledge or could not be read: the partition must be reloaded."""
+
+
+def java_hash(text: str) -> int:
+    """Java's String.hashCode (UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's partitionFor(groupId): Utils.abs(hashCode) % n, where Utils.abs is & 0x7fffffff."""
+    return (java_hash(group_id) & 0x7FFFFFFF) % partitions
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    epoch: int
+    owner: str
+    address: str
+
+    def key(self) -> bytes:
+        return CLAIM_PREFIX + str(self.epoch).encode()
+
+    def value(self) -> bytes:
+        return json.dumps(
+            {"epoch": self.epoch, "owner": self.owner, "address": self.address}
+        ).encode()
+
+    @staticmethod
+    def decode(value: bytes) -> Claim:
+        data = json.loads(value)
+        return Claim(int(data["epoch"]), str(data["owner"]), str(data.get("address", "")))
+
+
+def headers(claim: Claim) -> list[tuple[str, bytes]]:
+    return [(EPOCH_HEADER, _EPOCH.pack(claim.epoch)), (OWNER_HEADER, claim.owner.encode())]
+
+
+def writer_of(record_headers: Any) -> tuple[int, str] | None:
+    epoch: int | None = None
+    owner: str | None = None
+    for name, value in record_headers or ():
+        if name == EPOCH_HEADER and len(value) == _EPOCH.size:
+            epoch = _EPOCH.unpack(value)[0]
+        elif name == OWNER_HEADER:
+            owner = value.decode(errors="replace")
+    return None if epoch is None or owner is None else (epoch, owner)
+
+
+@dataclass(slots=True)
+class Replay:
+    """One partition's log, read in order, under the replay rule (module docstring).
+
+    `latest` is the valid value of every key, in the order of its last valid write (the order a
+    compacted copy of the log would replay in); `dirty` the keys whose last record is foreign
+    (written after the claim that makes it stale); `claim` the partition's current claim."""
+
+    claim: Claim | None = None
+    claim_ms: int = 0  # the current claim record's timestamp
+    latest: dict[bytes, bytes | None] = field(default_factory=dict)
+    dirty: set[bytes] = field(default_factory=set)
+
+    def feed(
+        self, key: bytes | None, value: bytes | None, record_headers: Any, timestamp_ms: int = 0
+    ) -> None:
+        if key is None:
+            return
+        if key.startswith(CLAIM_PREFIX):
+            if value is None:
+                return
+            try:
+                claim = Claim.decode(value)
+            except (ValueError, KeyError, TypeError):
+                log.warning("ignoring an undecodable claim record")
+                return
+            if self.claim is None or claim.epoch > self.claim.epoch:
+                self.claim = claim
+                self.claim_ms = timestamp_ms
+            return
+        current = self.claim
+        if current is not None and writer_of(record_headers) == (current.epoch, current.owner):
+            self.latest.pop(key, None)
+            self.latest[key] = value
+            self.dirty.discard(key)
+        else:
+            self.dirty.add(key)
+
+    def records(self) -> list[Record]:
+        """The valid state as the core's records (tombstones dropped: they delete nothing that
+        is not already absent in a replay of `latest` alone)."""
+        out: list[Record] = []
+        for key, value in self.latest.items():
+            if value is None:
+                continue
+            record = decode_record(key, value)
+            if record is not None and not isinstance(record.key, TopicKey):
+                out.append(record)
+        return out
+
+
+class StateTopic:
+    """The topic, its producer and its readers. `start` retries until the upstream answers."""
+
+    def __init__(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        min_insync_replicas: int,
+        options: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.min_insync_replicas = min_insync_replicas
+        self._options = options
+        self.producer: AIOKafkaProducer | None = None
+        self._reader: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        await self._ensure_topic()
+        producer = AIOKafkaProducer(
+            **self._options(),
+            acks="all",
+            enable_idempotence=False,  # tansu refuses aiokafka's InitProducerId; offsets fence
+            linger_ms=0,
+            max_batch_size=MAX_BATCH_BYTES,
+            max_request_size=MAX_BATCH_BYTES + 4096,
+        )
+        await producer.start()
+        self.producer = producer
+        reader = AIOKafkaConsumer(**self._options(), enable_auto_commit=False, group_id=None)
+        await reader.start()
+        self._reader = reader
+        found = await producer.partitions_for(self.name)
+        if found and len(found) != self.partitions:
+            # The topic decides: group placement must match what every member computes.
+            log.warning(
+                "state topic %s has %d partitions, not %d: using %d",
+                self.name,
+                len(found),
+                self.partitions,
+                len(found),
+            )
+            self.partitions = len(found)
+
+    async def _ensure_topic(self) -> None:
+        admin = AIOKafkaAdminClient(**self._options())
+        await admin.start()
+        try:
+            replication = self.replication_factor
+            if replication < 1:
+                # Kafka's offsets.topic.replication.factor (3), as far as the cluster has brokers
+                # (aiokafka cannot ask for the broker's default, KIP-464's -1).
+                brokers = (await admin.describe_cluster()).get("brokers") or [None]
+                replication = min(3, len(brokers))
+            topic = NewTopic(
+                self.name,
+                self.partitions,
+                replication,
+                topic_configs={
+                    "cleanup.policy": "compact",
+                    **(
+                        {"min.insync.replicas": str(self.min_insync_replicas)}
+                        if self.min_insync_replicas > 0
+                        else {}
+                    ),
+                    # Keep compaction away from recent records until the owner has rewritten
+                    # the keys a stale owner wrote last (module docstring: the compaction hole).
+                    "min.compaction.lag.ms": str(3_600_000),
+                },
+            )
+            try:
+                response = await admin.create_topics([topic])
+            except TopicAlreadyExistsError:
+                return
+            for entry in getattr(response, "topic_errors", ()):
+                code = entry[1]
+                if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
+                    raise StateUnavailable(f"cannot create {self.name}: error {code}")
+        finally:
+            await admin.close()
+
+    async def stop(self) -> None:
+        if self.producer is not None:
+            await self.producer.stop()
+        if self._reader is not None:
+            await self._reader.stop()
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    async def send(
+        self, partition: int, entries: list[tuple[bytes, bytes | None]], claim: Claim
+    ) -> list[tuple[int, int]]:
+        """Append entries with acks=all under `claim`'s headers, as one batch or, over
+        MAX_BATCH_BYTES, several in order: [(base offset, record count)] per batch. Raises
+        StateUnavailable; the caller checks where each batch landed."""
+        producer = self.producer
+        assert producer is not None
+        hdrs = headers(claim)
+        batches: list[tuple[Any, int]] = []
+        batch = producer.create_batch()
+        count = 0
+        for key, value in entries:
+            if batch.append(key=key, value=value, timestamp=None, headers=hdrs) is None:
+                batches.append((batch, count))
+                batch = producer.create_batch()
+                count = 0
+                if batch.append(key=key, value=value, timestamp=None, headers=hdrs) is None:
+                    raise StateUnavailable("a state record is larger than a batch")
+            count += 1
+        if count:
+            batches.append((batch, count))
+        landed: list[tuple[int, int]] = []
+        try:
+            for one, n in batches:
+                future = await producer.send_batch(one, self.name, partition=partition)
+                meta = await future
+                landed.append((int(meta.offset), n))
+        except Exception as exc:  # aiokafka's KafkaError, a timeout, a closed producer
+            raise StateUnavailable(f"write to {self.name}[{partition}] failed: {exc}") from exc
+        return landed
+
+    async def write_claim(self, partition: int, claim: Claim) -> int:
+        """Append a claim; return its offset."""
+        producer = self.producer
+        assert producer is not None
+        try:
+            meta = await producer.send_and_wait(
+                self.name,
+                claim.value(),
+                claim.key(),
+                partition=partition,
+                headers=headers(claim),
+            )
+        except Exception as exc:
+            raise StateUnavailable(f"claim of {self.name}[{partition}] failed: {exc}") from exc
+        return int(meta.offset)
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    async def end_offsets(self, partitions: list[int]) -> dict[int, int]:
+        reader = self._reader
+        assert reader is not None
+        tps = [TopicPartition(self.name, p) for p in partitions]
+        try:
+            ends = await reader.end_offsets(tps)
+        except Exception as exc:
+            raise StateUnavailable(f"end offsets of {self.name}: {exc}") from exc
+        return {tp.partition: int(offset) for tp, offset in ends.items()}
+
+    async def read(
+        self, starts: dict[int, int], ends: dict[int, int] | None = None
+    ) -> tuple[dict[int, list[Any]], dict[int, int]]:
+        """Every record of each partition from `starts[p]` to at least its end (the end offsets
+        when called, or `ends`), in whole batches: ({partition: [ConsumerRecord...]},
+        {partition: the offset after the last record read})."""
+        ends = dict(await self.end_offsets(list(starts)) if ends is None else ends)
+        out: dict[int, list[Any]] = {p: [] for p in starts}
+        todo = {p for p in starts if ends[p] > starts[p]}
+        if not todo:
+            return out, ends
+        consumer = AIOKafkaConsumer(
+            **self._options(),
+            enable_auto_commit=False,
+            group_id=None,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=4 << 20,
+        )
+        try:
+            await consumer.start()
+            tps = {p: TopicPartition(self.name, p) for p in todo}
+            consumer.assign(list(tps.values()))
+            for p, tp in tps.items():
+                consumer.seek(tp, starts[p])
+            deadline = time.monotonic() + READ_TIMEOUT_S
+            while todo:
+                if time.monotonic() > deadline:
+                    raise StateUnavailable(f"reading {self.name} {sorted(todo)} timed out")
+                batches = await consumer.getmany(
+                    *(tps[p] for p in todo), timeout_ms=500, max_records=10_000
+                )
+                for tp, records in batches.items():
+                    out[tp.partition].extend(records)
+                for p in list(todo):
+                    position = await consumer.position(tps[p])
+                    if position >= ends[p]:
+                        # Whole batches come back: the end is after the last one read. (tansu
+                        # 0.6 also answers ListOffsets with the last batch's base offset + 1.)
+                        ends[p] = position
+                        todo.discard(p)
+        except StateUnavailable:
+            raise
+        except Exception as exc:
+            raise StateUnavailable(f"reading {self.name}: {exc}") from exc
+        finally:
+            await consumer.stop()
+        return out, ends
+
+
+def encode_for_state(records: list[Record]) -> list[tuple[bytes, bytes | None]]:
+    return [encode_record(r) for r in records]

@@ -1,0 +1,175 @@
+"""The fleet's state partitions against a real tansu: group placement, persist-then-reply through
+the FleetJournal, the fence (a former owner's write fails and replay ignores it), and the
+compaction-hole repair (the owner rewrites a key a former owner wrote last)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from coordinator.core.records import OffsetCommitKey, OffsetCommitValue, Record
+from coordinator.sidecar.fleet import assign_partitions
+from coordinator.sidecar.fleet_journal import FleetJournal, PartitionWriter
+from coordinator.sidecar.state_topic import (
+    Claim,
+    Fenced,
+    Replay,
+    StateTopic,
+    StateUnavailable,
+    java_hash,
+    partition_for,
+    writer_of,
+)
+from coordinator.sidecar.upstream_clients import client_options
+from tests.support.sidecar_util import Stack, stack
+
+__all__ = ["stack"]
+
+PARTITIONS = 3
+GROUP = "fenced-group"
+
+
+def test_groups_are_placed_as_kafka_places_them_on_consumer_offsets() -> None:
+    # Values printed by Java 17's String.hashCode and (h & 0x7fffffff) % 50.
+    vectors = {
+        "": (0, 0),
+        "a": (97, 47),
+        "group": (98629247, 47),
+        "my-consumer-group": (1513705513, 13),
+        "Ünïcødé-群组": (-1040955690, 8),
+        "groupcoord-fleet-test": (-1886267384, 14),
+    }
+    for text, (h, p) in vectors.items():
+        assert (java_hash(text), partition_for(text, 50)) == (h, p), text
+
+
+def test_the_assignment_is_sticky_and_balanced() -> None:
+    parts = list(range(50))
+    first = assign_partitions(parts, {"m1": "a", "m2": "b"}, {})
+    assert sorted(len(v) for v in first.values()) == [25, 25]
+    previous = {p: {"m1": "a", "m2": "b"}[m] for m, ps in first.items() for p in ps}
+    # A third member joins (new aiokafka member ids, same processes): each keeps 17 at most.
+    second = assign_partitions(parts, {"x1": "a", "x2": "b", "x3": "c"}, previous)
+    assert sorted(len(v) for v in second.values()) == [16, 17, 17]
+    moved = [p for m, ps in second.items() for p in ps if previous[p] != {"x1": "a", "x2": "b",
+                                                                            "x3": "c"}[m]]
+    assert len(moved) == 16  # only the newcomer's share moved
+    assert sorted(p for ps in second.values() for p in ps) == parts
+
+
+def commit(offset: int) -> Record:
+    return Record(OffsetCommitKey(GROUP, "t", 0), OffsetCommitValue(offset, -1, "", 1, None))
+
+
+@pytest.fixture
+async def topic(stack: Stack, tmp_path: Path) -> AsyncIterator[StateTopic]:
+    tansu = stack.tansu()
+    t = StateTopic("state-test", PARTITIONS, -1, 0, lambda: client_options(tansu.bootstrap))
+    await t.start()
+    try:
+        yield t
+    finally:
+        await t.stop()
+
+
+async def load(topic: StateTopic, partition: int) -> tuple[Replay, int]:
+    read, ends = await topic.read({partition: 0})
+    replay = Replay()
+    for r in read[partition]:
+        replay.feed(r.key, r.value, r.headers)
+    return replay, ends[partition]
+
+
+def owner(topic: StateTopic, journal: FleetJournal, claim: Claim, partition: int,
+          next_offset: int, latest: dict[bytes, bytes | None],
+          failures: list[BaseException]) -> PartitionWriter:
+    return journal.new_writer(topic, partition, claim, next_offset, latest,
+                              lambda _w, exc: failures.append(exc))
+
+
+async def test_a_former_owner_is_fenced_and_its_late_write_is_repaired(
+    topic: StateTopic,
+) -> None:
+    p = partition_for(GROUP, PARTITIONS)
+    # Member A owns the partition (epoch 1) and commits offset 5: durable, acknowledged.
+    a_claim = Claim(1, "A", "a:9094")
+    a_off = await topic.write_claim(p, a_claim)
+    a_journal, a_failures = FleetJournal(PARTITIONS), []
+    owner(topic, a_journal, a_claim, p, a_off + 1, {}, a_failures)
+    seq = a_journal.append([commit(5)])
+    await asyncio.wait_for(a_journal.wait_durable(seq), 10)
+    assert not a_journal.lost(seq) and a_journal.durable_seq() >= seq
+
+    # The fleet moves the partition to B (generation 2): B claims, reads, sees A's offset 5.
+    b_claim = Claim(2, "B", "b:9094")
+    await topic.write_claim(p, b_claim)
+    replay, end = await load(topic, p)
+    assert replay.claim == b_claim
+    assert [r.value.offset for r in replay.records()] == [5]  # type: ignore[union-attr]
+    b_journal, b_failures = FleetJournal(PARTITIONS), []
+    b_writer = owner(topic, b_journal, b_claim, p, end, replay.latest, b_failures)
+
+    # A wakes (it was paused) and writes offset 7: the write lands after B's claim, so A finds
+    # B's claim in between, is fenced, and the reply that depended on it is never released.
+    seq = a_journal.append([commit(7)])
+    with pytest.raises(StateUnavailable):
+        await asyncio.wait_for(a_journal.wait_durable(seq), 10)
+    assert a_journal.lost(seq)
+    assert len(a_failures) == 1 and isinstance(a_failures[0], Fenced)
+    # And A can write nothing more on that partition.
+    later = a_journal.append([commit(8)])
+    assert a_journal.lost(later)
+
+    # Whoever reads the partition still sees 5: A's 7 is not B's epoch.
+    replay, _ = await load(topic, p)
+    assert [r.value.offset for r in replay.records()] == [5]  # type: ignore[union-attr]
+    # But A's record is the key's latest: compaction would drop the valid value. B's periodic
+    # verify finds it and rewrites the key's valid value after it.
+    assert replay.dirty
+    ends = await topic.end_offsets([p])
+    await b_writer.verify(ends[p], time.monotonic())
+    assert b_writer.repaired_keys == 1 and not b_failures
+    read, _ = await topic.read({p: 0})
+    last = [r for r in read[p] if r.key == replay.dirty.copy().pop()][-1]
+    assert writer_of(last.headers) == (2, "B")
+    replay, _ = await load(topic, p)
+    assert not replay.dirty
+    assert [r.value.offset for r in replay.records()] == [5]  # type: ignore[union-attr]
+
+    # B goes on committing normally.
+    seq = b_journal.append([commit(9)])
+    await asyncio.wait_for(b_journal.wait_durable(seq), 10)
+    replay, _ = await load(topic, p)
+    assert [r.value.offset for r in replay.records()] == [9]  # type: ignore[union-attr]
+
+
+async def test_appends_are_batched_per_partition_and_fail_only_where_they_failed(
+    topic: StateTopic,
+) -> None:
+    claim = Claim(1, "A", "a:9094")
+    journal, failures = FleetJournal(PARTITIONS), []
+    mine = partition_for(GROUP, PARTITIONS)
+    off = await topic.write_claim(mine, claim)
+    writer = owner(topic, journal, claim, mine, off + 1, {}, failures)
+    seqs = [journal.append([commit(i)]) for i in range(200)]
+    # A group on a partition this member does not own: that append alone is lost.
+    other = next(g for g in (f"g{i}" for i in range(100))
+                 if partition_for(g, PARTITIONS) != mine)
+    foreign = journal.append([Record(OffsetCommitKey(other, "t", 0),
+                                     OffsetCommitValue(1, -1, "", 1, None))])
+    await asyncio.wait_for(journal.wait_durable(seqs[-1]), 10)
+    assert not any(journal.lost(s) for s in seqs)
+    with pytest.raises(StateUnavailable):
+        await journal.wait_durable(foreign)
+    assert journal.lost(foreign)
+    read, _ = await topic.read({mine: 0})
+    # One claim and 200 commits, in far fewer produce requests than commits: while one write
+    # is in flight the next appends wait and go out together.
+    assert len(read[mine]) == 201
+    assert writer.batches <= 20, writer.batches
+    replay, _ = await load(topic, mine)
+    assert [r.value.offset for r in replay.records()] == [199]  # type: ignore[union-attr]
