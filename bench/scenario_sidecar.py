@@ -253,7 +253,10 @@ async def sidecar(ctx: Context, _server: object) -> dict[str, float]:
     tansu = servers.start_tansu(path, None)
     proxy: servers.Server | None = None
     try:
-        proxy = servers.start_groupcoord(None, ["--upstream", f"{servers.HOST}:{tansu.port}"])
+        # The data path: a single sidecar with its local log (bench/scenario_fleet.py: a fleet).
+        proxy = servers.start_groupcoord(
+            None, ["--upstream", f"{servers.HOST}:{tansu.port}", "--state", "local"]
+        )
         ports = {"direct": tansu.port, "sidecar": await broker_port(proxy.port)}
         batch = record_batch(RECORDS_PER_BATCH, RECORD_BYTES)
         mb = len(batch) / RECORDS_PER_BATCH / 1e6  # MB per message, on the wire

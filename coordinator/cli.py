@@ -26,8 +26,11 @@ from coordinator.core.topics import TopicCatalog, TopicInfo, parse_topic_spec
 from coordinator.serve import addresses, config, history, http, lifecycle
 from coordinator.serve.config import ConfigError, Settings
 from coordinator.serve.journal import DiskJournal
+from coordinator.serve.runtime import Journal
 from coordinator.serve.server import Server, ServerOptions
+from coordinator.sidecar import fleet
 from coordinator.sidecar import proxy as sidecar
+from coordinator.sidecar.fleet_journal import FleetJournal
 from coordinator.tools import groups as groups_cli
 from coordinator.tools.dump import dump
 from pipeline import cli as audit_cli
@@ -115,12 +118,10 @@ async def serve(settings: Settings) -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, *older)
     options, catalog = options_from_settings(settings)
     signals = lifecycle.Signals(settings.shutdown_timeout_ms)
-    try:
-        disk = await DiskLog.open(settings.data_dir, policy=settings.fsync)
-    except OSError as exc:
-        raise StartupError(f"{settings.origin('data_dir')}: cannot open the log: {exc}") from None
-    server = Server(options, catalog, new_member_id, journal=DiskJournal(disk))
+    journal, disk = await _journal(settings)
+    server = Server(options, catalog, new_member_id, journal=journal)
     side = sidecar.from_settings(server, settings)  # --upstream: sidecar mode
+    team = None if side is None else fleet.from_settings(server, side, settings)
     recorder = history.HistoryRecorder.from_settings(settings)  # None with --no-history
     if recorder is not None:
         recorder.attach(server.event_sinks)
@@ -137,19 +138,43 @@ async def serve(settings: Settings) -> None:
         await _start(server, settings, signals)
         if side is not None and not signals.stopping.is_set():
             await side.start(obs)
+            if team is not None:
+                try:
+                    await team.start()
+                except OSError as exc:
+                    origin = settings.origin("fleet_listen")
+                    raise StartupError(f"{origin}: cannot listen: {exc}") from None
         await signals.stopping.wait()
+        if team is not None:
+            await team.stop()  # leave the fleet first: the others take our partitions at once
         await server.stop(drain_timeout_s=settings.shutdown_timeout_ms / 2000)
+        if team is not None:
+            await team.close()
         if side is not None:
             await side.stop()
-        await disk.close()  # flush and fsync what is still pending
+        if disk is not None:
+            await disk.close()  # flush and fsync what is still pending
         log.info("stopped")
     finally:
         if obs is not None:
             await obs.close()
-        await disk.close()  # idempotent; on a failed start, the only close
+        if disk is not None:
+            await disk.close()  # idempotent; on a failed start, the only close
         if recorder is not None:
             await asyncio.to_thread(recorder.close)  # writes what is queued, fsyncs
         signals.close()
+
+
+async def _journal(settings: Settings) -> tuple[Journal, DiskLog | None]:
+    """Where the records go: the local log, or a sidecar fleet's state topic upstream."""
+    if settings.upstream and settings.state == "upstream":
+        return FleetJournal(settings.state_topic_partitions), None  # coordinator.sidecar.fleet
+    try:
+        disk = await DiskLog.open(settings.data_dir, policy=settings.fsync)
+    except OSError as exc:
+        origin = settings.origin("data_dir")
+        raise StartupError(f"{origin}: cannot open the log: {exc}") from None
+    return DiskJournal(disk), disk
 
 
 async def _start(server: Server, settings: Settings, signals: lifecycle.Signals) -> None:

@@ -102,6 +102,11 @@ def host_port_or_off(value: str) -> None:
         parse_host_port(value)
 
 
+def _nonempty(value: str) -> None:
+    if not value:
+        raise ValueError("must not be empty")
+
+
 def _fsync_policy(value: str) -> None:
     from storage.disk import parse_policy
 
@@ -194,6 +199,36 @@ SETTINGS: list[Setting] = [
     Setting("lag_interval_ms", "int", 10_000,
             "sidecar mode with --metrics-per-group: how often consumer lag is measured upstream",
             at_least(100), metavar="MS"),
+    Setting("state", "str", "upstream",
+            "sidecar mode: where group state lives: 'upstream' (a compacted topic on the "
+            "upstream cluster; any number of sidecars act as one coordinator) or 'local' "
+            "(DATA_DIR; a single sidecar only: README 'Sidecar fleet')",
+            choices=("upstream", "local")),
+    Setting("state_topic", "str", "__groupcoord_state",
+            "sidecar fleet: the compacted topic holding group state", _nonempty,
+            metavar="TOPIC"),
+    Setting("state_topic_partitions", "int", 50,
+            "sidecar fleet: the state topic's partitions when groupcoord creates it "
+            "(an existing topic's count wins)", at_least(1), metavar="N"),
+    Setting("state_topic_replication_factor", "int", -1,
+            "sidecar fleet: the state topic's replication factor at creation (-1 = 3, or the "
+            "number of brokers if fewer)", at_least(-1), metavar="N"),
+    Setting("state_topic_min_insync_replicas", "int", 0,
+            "sidecar fleet: the state topic's min.insync.replicas at creation (0 = the "
+            "cluster's default); writes use acks=all", at_least(0), metavar="N"),
+    Setting("fleet_listen", "str", "0.0.0.0:9094",
+            "sidecar fleet: HOST:PORT where the other members forward requests for the "
+            "groups this member owns", host_port, metavar="HOST:PORT"),
+    Setting("fleet_advertise", "str", "",
+            "sidecar fleet: HOST:PORT the other members reach --fleet-listen at (default: "
+            "this host's address and the listen port; in Kubernetes the pod IP)",
+            host_port_or_off, metavar="HOST:PORT", default_text="this host"),
+    Setting("fleet_group", "str", "groupcoord-fleet",
+            "sidecar fleet: the upstream consumer group the members form to share the state "
+            "partitions (one per fleet)", _nonempty, metavar="GROUP"),
+    Setting("fleet_session_timeout_ms", "int", 4_000,
+            "sidecar fleet: a member silent this long loses its state partitions to the others",
+            at_least(1_000), metavar="MS"),
     Setting("metrics_listen", "str", "127.0.0.1:9108",
             "HOST:PORT for /metrics, /healthz, /readyz and the status page ('' = off)",
             host_port_or_off, metavar="HOST:PORT"),

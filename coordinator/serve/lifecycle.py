@@ -78,6 +78,12 @@ def setup_logging(level: str, fmt: str, stream: TextIO | None = None) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(getattr(logging, level.upper(), logging.INFO))
+    # The fleet's aiokafka clients (coordinator.sidecar.fleet) log every metadata update and
+    # rejoin at INFO; ours say what matters (partitions taken, fenced, failed). Theirs show
+    # from WARNING on, or everything at DEBUG.
+    logging.getLogger("aiokafka").setLevel(
+        logging.DEBUG if root.level <= logging.DEBUG else logging.WARNING
+    )
 
 
 class Signals:

@@ -186,8 +186,14 @@ class Stack:
         await r.start()
         return r
 
-    def sidecar(self, upstream: str, *extra: str, refresh_ms: int = 200) -> Sidecar:
+    def sidecar(self, upstream: str, *extra: str, refresh_ms: int = 200,
+                fleet: bool = False) -> Sidecar:
+        """One sidecar; `fleet` keeps the default state on the upstream (a fleet member with a
+        fleet listener on a free port), otherwise `--state local`: the single-sidecar tests'
+        behaviour (group APIs answer while the upstream is down)."""
         port, metrics_port = rc.free_port(), rc.free_port()
+        state = (["--fleet-listen", f"{HOST}:{rc.free_port()}"] if fleet
+                 else ["--state", "local"])
         data_dir = self.tmp / f"sidecar-{port}"
         log_path = self.tmp / f"sidecar-{port}.log"
         cmd = [sys.executable, "-m", "coordinator.cli", "serve", "--listen", f"{HOST}:{port}",
@@ -195,7 +201,7 @@ class Stack:
                "--metrics-listen", f"{HOST}:{metrics_port}", "--metrics-per-group",
                "--upstream-refresh-ms", str(refresh_ms), "--lag-interval-ms", "300",
                "--initial-rebalance-delay-ms", "0", "--session-timeout-min-ms", "1000",
-               *extra]
+               *state, *extra]
         with log_path.open("wb") as log:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
@@ -207,10 +213,12 @@ class Stack:
         return s
 
     async def consumer(self, kind: str, name: str, bootstrap: str, group: str, topic: str,
-                       heartbeat_interval_ms: int = 500) -> rc.Member:
+                       heartbeat_interval_ms: int = 500,
+                       session_timeout_ms: int = 10_000) -> rc.Member:
         args = ["-m", "tests.clients.sidecar_consumer", "--kind", kind, "--bootstrap", bootstrap,
                 "--group", group, "--topic", topic, "--client-id", name,
-                "--heartbeat-interval-ms", str(heartbeat_interval_ms)]
+                "--heartbeat-interval-ms", str(heartbeat_interval_ms),
+                "--session-timeout-ms", str(session_timeout_ms)]
         log_path = self.tmp / f"consumer-{name}-{time.monotonic_ns()}.log"
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
         with log_path.open("wb") as log:

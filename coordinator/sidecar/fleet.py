@@ -1,0 +1,628 @@
+"""A sidecar fleet: every groupcoord in front of one upstream cluster acts as ONE coordinator.
+
+Design (README "Sidecar fleet"; issue 21):
+- State: the records of the local log go to a compacted topic on the upstream
+  (coordinator.sidecar.state_topic), a group on partition hash(group.id) % N, through
+  `FleetJournal` (persist-then-reply, acks=all, batched per partition).
+- Ownership, design (a): the members form a consumer group on the upstream (`fleet_group`)
+  subscribed to the state topic, with our own assignor; a member owns the partitions assigned to
+  it. The upstream's group coordinator is the arbiter: we build no consensus. The assignor keeps
+  partitions where they are when it can (a member joining or leaving moves only its share) and
+  hands every member the whole owner map (partition -> member address) in its assignment's
+  user data, which routing needs.
+- Fencing: a new owner writes a claim with epoch = the group generation (or one above the
+  partition's last claim, if the upstream's generation was reset), reads the partition to its
+  end, checks its claim won, and only then serves it; meanwhile its groups answer
+  COORDINATOR_LOAD_IN_PROGRESS. Replay ignores records of any other epoch/owner, and a former
+  owner's next write finds the newer claim and fails (state_topic's docstring).
+- Lease: a member answers for a partition only while its writer proved ownership within
+  `lease_ms` (an acknowledged write, or a `verify` every `verify_interval_ms` finding the end
+  where it expected it). A member paused past its session (SIGSTOP, a long GC) wakes with its
+  lease expired and answers NOT_COORDINATOR until a verify either renews it or finds the claim
+  that fenced it: it never answers from state another member has taken over.
+- Routing: clients only ever talk to their own sidecar; requests for a group owned elsewhere are
+  forwarded over internal connections to the owner's fleet listener (coordinator.sidecar.forward)
+  by `locate` (coordinator.sidecar.placement).
+
+Invariants:
+- A partition is in exactly one `Part.status`: unassigned, loading, serving, remote, fenced.
+- Only `serving` partitions have groups in the core and a writer in the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import socket
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
+from aiokafka.coordinator.protocol import (
+    ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
+)
+
+from coordinator.serve.addresses import parse_host_port
+from coordinator.serve.listener import Listening, start_listener
+from coordinator.sidecar.fleet_journal import FleetJournal, PartitionWriter
+from coordinator.sidecar.placement import LOADING, LOCAL, UNKNOWN, Placement, Where
+from coordinator.sidecar.state_topic import (
+    Claim,
+    Fenced,
+    Replay,
+    StateTopic,
+    StateUnavailable,
+    partition_for,
+)
+from coordinator.sidecar.upstream_clients import client_options
+
+if TYPE_CHECKING:
+    from coordinator.serve.server import Server
+    from coordinator.sidecar.proxy import Sidecar
+
+log = logging.getLogger("groupcoord.fleet")
+
+RETRY_MIN_S = 0.5
+RETRY_MAX_S = 5.0
+
+
+@dataclass(slots=True)
+class FleetOptions:
+    bootstrap: str
+    state_topic: str = "__groupcoord_state"
+    partitions: int = 50
+    replication_factor: int = -1  # -1: the cluster's default (KIP-464)
+    min_insync_replicas: int = 0  # 0: the cluster's default
+    listen: tuple[str, int] = ("0.0.0.0", 9094)
+    advertise: tuple[str, int] | None = None
+    group: str = "groupcoord-fleet"
+    session_timeout_ms: int = 4_000
+    lease_ms: int = 3_000
+    verify_interval_ms: int = 1_000
+
+
+@dataclass(slots=True)
+class Part:
+    partition: int
+    status: str = "unassigned"  # unassigned | loading | serving | remote | fenced
+    owner: str | None = None  # the owning member's fleet address
+    owner_id: str | None = None
+    epoch: int | None = None
+    load_seconds: float | None = None
+    loaded_at: float | None = None  # wall clock
+    writer: PartitionWriter | None = None
+    epoch_floor: int = 0  # claim at least this epoch (above an older era's claims)
+
+
+@dataclass(slots=True)
+class OwnerMap:
+    generation: int = -1
+    owners: dict[int, tuple[str, str]] = field(default_factory=dict)  # p -> (member id, addr)
+
+
+def from_settings(server: Server, sidecar: Sidecar, settings: Any) -> Fleet | None:
+    """The fleet for `serve`'s settings, or None (standalone, or --state local)."""
+    if not settings.upstream or settings.state != "upstream":
+        return None
+    host, port = parse_host_port(settings.fleet_listen)
+    advertise = parse_host_port(settings.fleet_advertise) if settings.fleet_advertise else None
+    options = FleetOptions(
+        bootstrap=settings.upstream,
+        state_topic=settings.state_topic,
+        partitions=settings.state_topic_partitions,
+        replication_factor=settings.state_topic_replication_factor,
+        min_insync_replicas=settings.state_topic_min_insync_replicas,
+        listen=(host, port),
+        advertise=advertise,
+        group=settings.fleet_group,
+        session_timeout_ms=settings.fleet_session_timeout_ms,
+        lease_ms=max(1_000, settings.fleet_session_timeout_ms * 3 // 4),
+    )
+    return Fleet(server, sidecar, options)
+
+
+class Fleet:
+    def __init__(self, server: Server, sidecar: Sidecar, options: FleetOptions) -> None:
+        assert isinstance(server.journal, FleetJournal), "serve builds the fleet's journal"
+        self.server = server
+        self.sidecar = sidecar
+        self.options = options
+        self.journal: FleetJournal = server.journal
+        self.member_id = uuid.uuid4().hex
+        self.topic = StateTopic(
+            options.state_topic,
+            options.partitions,
+            options.replication_factor,
+            options.min_insync_replicas,
+            lambda: client_options(options.bootstrap),
+        )
+        self.parts = [Part(p) for p in range(options.partitions)]
+        self.address = ""  # host:port of our fleet listener, as peers reach it
+        self.owner_map = OwnerMap()
+        self.generation = -1
+        self.started_at = time.time()
+        self.ready = False
+        self.rebalances = 0
+        self.last_error: str | None = None
+        self._listener: Listening | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._assigning: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._pending_owners: dict[int, tuple[str, str]] = {}  # the assignor's last owner map
+        sidecar.locator = self
+        server.ready_check = self.readiness
+        server.fleet_status = self.status
+
+    # -- placement.Locator -----------------------------------------------------------------------
+
+    def locate(self, group_id: str) -> Where:
+        part = self.parts[partition_for(group_id, len(self.parts))]
+        status = part.status
+        if status == "serving":
+            writer = part.writer
+            if (
+                writer is not None
+                and writer.failed is None
+                and time.monotonic() - writer.proven_at < self.options.lease_ms / 1000
+            ):
+                return LOCAL
+            return UNKNOWN  # the lease ran out: a verify renews it or finds us fenced
+        if status == "loading":
+            return LOADING
+        if status == "remote" and part.owner:
+            return Where(Placement.REMOTE, parse_host_port(part.owner))
+        return UNKNOWN
+
+    def peers(self) -> list[tuple[str, int]]:
+        addresses = {addr for _, addr in self.owner_map.owners.values() if addr != self.address}
+        return [parse_host_port(a) for a in sorted(addresses)]
+
+    # -- life cycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Listen for peers, then join in the background: the upstream may not be up yet, and
+        the sidecar keeps answering (group APIs with NOT_COORDINATOR) until it is."""
+        from coordinator.sidecar.proxy import SidecarConnection
+
+        host, port = self.options.listen
+        self._listener = await start_listener(
+            lambda: SidecarConnection(self.sidecar, None, peer=True), host, port
+        )
+        bound = self._listener.sockets[0].getsockname()
+        if self.options.advertise is not None:
+            adv_host, adv_port = self.options.advertise
+        else:
+            adv_host, adv_port = host, bound[1]
+            if adv_host in ("0.0.0.0", "::", ""):
+                adv_host = socket.gethostbyname(socket.gethostname())
+        self.address = f"{adv_host}:{adv_port or bound[1]}"
+        log.info("fleet member %s listening for peers on %s:%d", self.address, host, bound[1])
+        self._spawn(self._run())
+
+    async def _run(self) -> None:
+        delay = RETRY_MIN_S
+        last = ""
+        while not self._stopping:
+            try:
+                await self.topic.start()
+                self.journal.partitions = self.topic.partitions
+                if len(self.parts) != self.topic.partitions:
+                    self.parts = [Part(p) for p in range(self.topic.partitions)]
+                await self.sidecar.refresh()  # topics first: loaded groups compare their hashes
+                await self._join()
+                break
+            except Exception as exc:
+                self.last_error = str(exc)
+                if str(exc) != last:
+                    log.error("fleet cannot start yet (%s); retrying", exc)
+                    last = str(exc)
+                await self.topic.stop()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+        if not self._stopping:
+            self.last_error = None
+            self._spawn(self._verify_loop())
+
+    async def _join(self) -> None:
+        consumer = AIOKafkaConsumer(
+            **client_options(self.options.bootstrap),
+            group_id=self.options.group,
+            enable_auto_commit=False,
+            session_timeout_ms=self.options.session_timeout_ms,
+            heartbeat_interval_ms=max(100, self.options.session_timeout_ms // 4),
+            max_poll_interval_ms=2**31 - 1,  # we never poll records: membership only
+            rebalance_timeout_ms=self.options.session_timeout_ms * 2,
+            partition_assignment_strategy=(_assignor(self),),
+        )
+        await consumer.start()
+        self._consumer = consumer
+        consumer.subscribe([self.topic.name], listener=_Listener(self))
+
+    async def stop(self) -> None:
+        """Leave the fleet group first (the others take our partitions at once), then stop."""
+        self._stopping = True
+        for task in list(self._tasks):
+            task.cancel()
+        if self._consumer is not None:
+            with contextlib.suppress(Exception):
+                await self._consumer.stop()
+        if self._listener is not None:
+            self._listener.close()
+
+    async def close(self) -> None:
+        """After the server stopped (its held replies needed the writers)."""
+        for part in self.parts:
+            if part.writer is not None:
+                self.journal.close_writer(part.partition)
+                part.writer = None
+        await self.topic.stop()
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def readiness(self) -> tuple[bool, str]:
+        if self.last_error is not None:
+            return False, f"fleet: {self.last_error}"
+        if not self.ready:
+            return False, "fleet: joining and loading state partitions"
+        return True, "ready"
+
+    # -- assignment ------------------------------------------------------------------------------
+
+    def assigned(self, partitions: set[int], owner_map: OwnerMap) -> None:
+        """The fleet group's new assignment (the listener calls this)."""
+        self.rebalances += 1
+        self.owner_map = owner_map
+        self.generation = owner_map.generation
+        if self._assigning is not None:
+            self._assigning.cancel()
+        self._assigning = self._spawn(self._take(partitions, owner_map))
+
+    async def _take(self, partitions: set[int], owner_map: OwnerMap) -> None:
+        for part in self.parts:
+            if part.partition in partitions:
+                continue
+            self._unload(part)
+            owner = owner_map.owners.get(part.partition)
+            part.status = "remote" if owner is not None else "unassigned"
+            part.owner_id, part.owner = owner if owner is not None else (None, None)
+            part.epoch = None
+        delay = RETRY_MIN_S
+        todo = set(partitions)
+        while todo and not self._stopping:
+            todo = await self._claim_and_load(todo, owner_map.generation)
+            if todo:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+        # Ready from the first assignment fully loaded on (a later rebalance does not make the
+        # pod unready: partitions that moved answer COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+        self.ready = self.ready or all(self.parts[p].status == "serving" for p in partitions)
+
+    async def _claim_and_load(self, partitions: set[int], generation: int) -> set[int]:
+        """Claim, keep what we already serve if nobody wrote since, load the rest. Returns the
+        partitions to retry (the upstream failed for them)."""
+        retry: set[int] = set()
+        claims: dict[int, Claim] = {}
+        wanted: dict[int, Claim] = {}
+        for p in sorted(partitions):
+            part = self.parts[p]
+            part.owner, part.owner_id = self.address, self.member_id
+            if part.status != "serving":
+                part.status = "loading"
+            # The epoch is the fleet group's generation: the upstream's arbiter (docstring),
+            # above an older era's claims if the upstream forgot the group (`_load`).
+            epoch = max(generation, part.epoch_floor)
+            wanted[p] = Claim(epoch, self.member_id, self.address)
+        written = await asyncio.gather(
+            *(self.topic.write_claim(p, c) for p, c in wanted.items()), return_exceptions=True
+        )
+        for (p, claim), offset in zip(wanted.items(), written, strict=True):
+            part = self.parts[p]
+            writer = part.writer
+            if isinstance(offset, BaseException):
+                log.warning("cannot claim state partition %d: %s", p, offset)
+                self._unload(part)
+                part.status = "loading"
+                retry.add(p)
+            elif (
+                part.status == "serving"
+                and writer is not None
+                and writer.failed is None
+                and offset == writer.next_offset
+            ):
+                writer.claim = claim  # nobody wrote since our last write: keep serving
+                writer.next_offset = offset + 1
+                writer.proven_at = time.monotonic()
+                part.epoch = claim.epoch
+            else:
+                self._unload(part)
+                part.status = "loading"
+                claims[p] = claim
+        if claims:
+            retry |= await self._load(claims)
+        loaded = sorted(set(claims) - retry)
+        if loaded:
+            log.info(
+                "serving state partitions %s (generation %d): loaded in %.3f s",
+                _ranges(loaded),
+                generation,
+                max(self.parts[p].load_seconds or 0 for p in loaded),
+            )
+        return retry
+
+    async def _load(self, claims: dict[int, Claim]) -> set[int]:
+        started = time.monotonic()
+        try:
+            read, ends = await self.topic.read(dict.fromkeys(claims, 0))
+        except StateUnavailable as exc:
+            log.warning("cannot read state partitions %s: %s", sorted(claims), exc)
+            return set(claims)
+        retry: set[int] = set()
+        for p, claim in claims.items():
+            part = self.parts[p]
+            replay = Replay()
+            for record in read[p]:
+                replay.feed(record.key, record.value, record.headers, record.timestamp)
+            won = replay.claim
+            if won is None or (won.epoch, won.owner) != (claim.epoch, claim.owner):
+                if won is not None and won.epoch > claim.epoch and _older_era(replay):
+                    # The upstream forgot the fleet group (all members gone past its retention)
+                    # and its generations restarted below the claims in the topic: claim above
+                    # them. A claim this old is no live member's: a member that lost its
+                    # partition to a newer generation lost it moments ago.
+                    log.warning(
+                        "state partition %d: claims of an earlier fleet era (epoch %d); "
+                        "claiming above them",
+                        p,
+                        won.epoch,
+                    )
+                    part.epoch_floor = won.epoch + 1
+                    retry.add(p)
+                    continue
+                # A newer generation's member has it: ours is a stale assignment, which the
+                # fleet group's next rebalance replaces.
+                log.warning("state partition %d: claim lost to %s", p, won)
+                part.status = "fenced"
+                part.epoch = None if won is None else won.epoch
+                continue
+            writer = self.journal.new_writer(
+                self.topic, p, claim, ends[p], replay.latest, self._writer_failed
+            )
+            if replay.dirty:  # a former owner's records are the latest of their keys
+                writer.repaired_keys = len(replay.dirty)
+                writer.enqueue([(k, replay.latest.get(k)) for k in sorted(replay.dirty)], 0)
+            self._serve(part, writer, replay, claim.epoch, started)
+        return retry
+
+    def _serve(
+        self, part: Part, writer: PartitionWriter, replay: Replay, epoch: int, started: float
+    ) -> None:
+        server = self.server
+        runtime = server.runtime
+        assert runtime is not None
+        now_ms = runtime.now_ms()
+        runtime.apply(server.core.load_groups(replay.records(), now_ms))
+        runtime.apply(server.core.topics_loaded(now_ms))
+        part.writer = writer
+        part.epoch = epoch
+        part.status = "serving"
+        part.load_seconds = time.monotonic() - started
+        part.loaded_at = time.time()
+        log.debug(
+            "serving state partition %d (epoch %d, %d keys, loaded in %.3f s)",
+            part.partition,
+            epoch,
+            len(replay.latest),
+            part.load_seconds,
+        )
+
+    def _unload(self, part: Part) -> None:
+        if part.writer is not None:
+            self.journal.close_writer(part.partition)
+            part.writer = None
+        if part.status != "serving":
+            return
+        server = self.server
+        n = len(self.parts)
+        ids = [g for g in server.core.state.groups if partition_for(g, n) == part.partition]
+        if ids and server.runtime is not None:
+            server.runtime.apply(server.core.unload_groups(ids))
+        part.status = "unassigned"
+
+    def _writer_failed(self, writer: PartitionWriter, exc: BaseException) -> None:
+        part = self.parts[writer.partition]
+        if part.writer is not writer:
+            return
+        log.warning("state partition %d: %s", part.partition, exc)
+        self._unload(part)
+        if isinstance(exc, Fenced):
+            part.status = "fenced"  # until the fleet group's next assignment
+            return
+        part.status = "loading"  # the upstream failed a write: reload it, as Kafka does
+        generation = self.generation
+        self._spawn(self._reload(part.partition, generation))
+
+    async def _reload(self, partition: int, generation: int) -> None:
+        delay = RETRY_MIN_S
+        while not self._stopping and self.generation == generation:
+            if not await self._claim_and_load({partition}, generation):
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
+
+    async def _verify_loop(self) -> None:
+        interval = self.options.verify_interval_ms / 1000
+        while not self._stopping:
+            await asyncio.sleep(interval)
+            writers = [p.writer for p in self.parts if p.status == "serving" and p.writer]
+            if not writers:
+                continue
+            asked_at = time.monotonic()
+            try:
+                ends = await self.topic.end_offsets([w.partition for w in writers])
+            except StateUnavailable as exc:
+                log.debug("verify: %s", exc)
+                continue
+            await asyncio.gather(*(w.verify(ends[w.partition], asked_at) for w in writers))
+
+    # -- introspection ---------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """The /fleet document: this member, and every state partition's owner and load."""
+        core_groups = self.server.core.state.groups
+        n = len(self.parts)
+        counts: dict[int, int] = {}
+        for g in core_groups:
+            p = partition_for(g, n)
+            counts[p] = counts.get(p, 0) + 1
+        return {
+            "member_id": self.member_id,
+            "address": self.address,
+            "state_topic": self.topic.name,
+            "fleet_group": self.options.group,
+            "generation": self.generation,
+            "ready": self.ready,
+            "rebalances": self.rebalances,
+            "error": self.last_error,
+            "members": sorted({addr for _, addr in self.owner_map.owners.values()}),
+            "partitions": [
+                {
+                    "partition": part.partition,
+                    "status": part.status,
+                    "owner": part.owner,
+                    "epoch": part.epoch,
+                    "load_seconds": part.load_seconds,
+                    "loaded_at": part.loaded_at,
+                    "groups": counts.get(part.partition, 0),
+                    "repaired_keys": 0 if part.writer is None else part.writer.repaired_keys,
+                }
+                for part in self.parts
+            ],
+        }
+
+
+OLDER_ERA_S = 120.0  # a winning claim this old, above our generation, is from an earlier era
+
+
+def _older_era(replay: Replay) -> bool:
+    return replay.claim_ms > 0 and time.time() * 1000 - replay.claim_ms > OLDER_ERA_S * 1000
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2,5' (log lines)."""
+    out: list[str] = []
+    for n in numbers:
+        if out and out[-1].split("-")[-1] == str(n - 1):
+            out[-1] = out[-1].split("-")[0] + f"-{n}"
+        else:
+            out.append(str(n))
+    return ",".join(out)
+
+
+# -- the fleet group's assignor and listener (aiokafka) -------------------------------------------
+
+
+def assign_partitions(
+    partitions: list[int], members: Mapping[str, str], previous: Mapping[int, str]
+) -> dict[str, list[int]]:
+    """Sticky and balanced: each member keeps up to ceil(n/m) of its previous partitions; the
+    rest go to the members with the fewest, in (count, member) order. `members`: member id ->
+    stable id (the process's uuid, which `previous` maps partitions to)."""
+    if not members:
+        return {}
+    cap = math.ceil(len(partitions) / len(members))
+    by_stable = {stable: member for member, stable in members.items()}
+    out: dict[str, list[int]] = {m: [] for m in members}
+    free: list[int] = []
+    for p in sorted(partitions):
+        member = by_stable.get(previous.get(p, ""))
+        if member is not None and len(out[member]) < cap:
+            out[member].append(p)
+        else:
+            free.append(p)
+    for p in free:
+        member = min(out, key=lambda m: (len(out[m]), members[m]))
+        out[member].append(p)
+    return out
+
+
+def _assignor(fleet: Fleet) -> type[AbstractPartitionAssignor]:
+    """aiokafka's assignors are classes with classmethods: one made per fleet member."""
+
+    class FleetAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
+        name = "groupcoord-fleet-v1"
+        version = 0
+
+        @classmethod
+        def metadata(cls, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
+            data = json.dumps({"id": fleet.member_id, "address": fleet.address}).encode()
+            return ConsumerProtocolMemberMetadata(cls.version, sorted(topics), data)
+
+        @classmethod
+        def assign(
+            cls, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
+        ) -> dict[str, ConsumerProtocolMemberAssignment]:
+            info: dict[str, tuple[str, str]] = {}
+            for member_id, meta in members.items():
+                try:
+                    data = json.loads(meta.user_data or b"{}")
+                    info[member_id] = (str(data["id"]), str(data["address"]))
+                except (ValueError, KeyError):
+                    info[member_id] = (member_id, "")
+            topic = fleet.topic.name
+            partitions = sorted(cluster.partitions_for_topic(topic) or range(len(fleet.parts)))
+            previous = {p: mid for p, (mid, _) in fleet.owner_map.owners.items()}
+            plan = assign_partitions(partitions, {m: i[0] for m, i in info.items()}, previous)
+            owners = {p: info[m] for m, ps in plan.items() for p in ps}
+            user_data = json.dumps({"owners": {str(p): list(o) for p, o in owners.items()}})
+            return {
+                m: ConsumerProtocolMemberAssignment(
+                    cls.version, [(topic, sorted(ps))], user_data.encode()
+                )
+                for m, ps in plan.items()
+            }
+
+        @classmethod
+        def on_assignment(cls, assignment: ConsumerProtocolMemberAssignment) -> None:
+            try:
+                owners = json.loads(assignment.user_data or b"{}").get("owners", {})
+                fleet._pending_owners = {int(p): (o[0], o[1]) for p, o in owners.items()}
+            except (ValueError, TypeError, IndexError):
+                log.warning("undecodable fleet assignment user data")
+                fleet._pending_owners = {}
+
+    return FleetAssignor
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        # Keep serving until the new assignment: partitions that stay are never interrupted,
+        # and a partition that moves is fenced by its new owner's claim (module docstring).
+        return None
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        fleet = self.fleet
+        consumer = fleet._consumer
+        if consumer is not None:
+            consumer.pause(*assigned)  # membership only: never fetch the state topic here
+        # aiokafka keeps the generation on its private coordinator; it is the claim epoch.
+        coordinator = getattr(consumer, "_coordinator", None)
+        generation = int(getattr(coordinator, "generation", -1))
+        fleet.assigned(
+            {tp.partition for tp in assigned}, OwnerMap(generation, dict(fleet._pending_owners))
+        )
