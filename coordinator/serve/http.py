@@ -1,12 +1,17 @@
-"""The operator's HTTP endpoint: /metrics, /healthz, /readyz, the status page and /groups.
+"""The operator's HTTP endpoint: /metrics, /healthz, /readyz, the status page, /groups, /fleet.
 
     /          the status page (coordinator.serve.status): every group, its members, partitions and
-               recent rebalances; server-rendered HTML, refreshes itself every 5 s
+               recent rebalances (and, in a sidecar fleet, the state partitions and their owners);
+               server-rendered HTML, refreshes itself every 5 s
     /groups    the same as JSON (a list); /groups/<group id> one group, 404 if unknown
+    /fleet     in a sidecar fleet, the fleet document (`Server.fleet_status`, i.e.
+               coordinator.sidecar.fleet.Fleet.status) as JSON: this member, the members, every
+               state partition's status, owner, epoch and load; 404 outside a fleet
     /metrics   Prometheus text exposition (coordinator.serve.metrics)
     /healthz   200 while the process serves HTTP at all (liveness)
-    /readyz    200 once the log is loaded and the Kafka listener accepts; 503 before, during a
-               reload after a disk failure, and after shutdown began (readiness)
+    /readyz    200 once the log is loaded and the Kafka listener accepts (in a fleet: once this
+               member loaded the state partitions it owns); 503 before, during a reload after a
+               disk failure, and after shutdown began (readiness)
 
 Invariants:
 - It runs on the coordinator's own event loop: the pages read the core, which only the loop
@@ -27,7 +32,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -184,8 +189,15 @@ class _Handler:
             ready, why = readiness(self.server)
             return (200 if ready else 503), "text/plain", (why + "\n").encode()
         if path in ("/", "/index.html"):
-            page = render_html(obs.status.summary(), obs.status.groups(), time.time())
+            page = render_html(
+                obs.status.summary(), obs.status.groups(), time.time(), fleet=self._fleet()
+            )
             return 200, "text/html; charset=utf-8", page.encode()
+        if path in ("/fleet", "/fleet/"):
+            fleet = self._fleet()
+            if fleet is None:
+                return 404, "text/plain", b"not in a sidecar fleet\n"
+            return 200, "application/json", _json(fleet)
         if path in ("/groups", "/groups/"):
             return 200, "application/json", _json(obs.status.groups())
         if path.startswith("/groups/"):
@@ -194,6 +206,11 @@ class _Handler:
                 return 404, "application/json", _json({"error": "no such group"})
             return 200, "application/json", _json(group)
         return 404, "text/plain", b"not found\n"
+
+    def _fleet(self) -> dict[str, Any] | None:
+        """The fleet document, or None outside a fleet (the fleet sets `Server.fleet_status`)."""
+        status = self.server.fleet_status
+        return None if status is None else status()
 
     @staticmethod
     def _write(

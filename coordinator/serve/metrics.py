@@ -8,14 +8,18 @@ Three sources, chosen by what each costs on the hot path:
   no prometheus call per request, so a heartbeat pays a few hundred nanoseconds (the issue's
   budget is < 10% of heartbeat throughput). They are exported at scrape time.
 - Everything that is a level (groups by state, members, connections, the log's size and segments,
-  the topic-hash cache) is read at scrape time by `_StateCollector`.
+  the topic-hash cache) is read at scrape time by `_StateCollector`; so is a sidecar fleet's
+  document (`Server.fleet_status`: state partitions by status, their load times, the fleet
+  group's generation and rebalances, compaction-hole repairs), when the server is in a fleet.
 
 Invariants:
 - Everything here runs on the event loop thread (the HTTP server in serve.http shares the
   loop), so scrape-time reads of the core never race its mutations. The one exception is the fsync
   histogram, observed from the log's I/O thread (prometheus-client's histogram is thread-safe).
-- Labels are bounded (STYLE.md): api, error, cause, reason, state, protocol_type. Series naming a
-  group exist only with `per_group=True` (`--metrics-per-group`): group ids are unbounded.
+- Labels are bounded (STYLE.md): api, error, cause, reason, state, protocol_type, a fleet's
+  partition status and state partition number (at most the state topic's partition count).
+  Series naming a group exist only with `per_group=True` (`--metrics-per-group`): group ids are
+  unbounded.
 - The core never imports this module.
 """
 
@@ -431,6 +435,7 @@ class _StateCollector:
 
     def __init__(self, metrics: Metrics) -> None:
         self.m = metrics
+        self._fleet = _FleetCollector()
 
     def describe(self) -> list[Metric]:
         return []  # unchecked collector: families depend on what the server has
@@ -441,6 +446,7 @@ class _StateCollector:
         yield from self._groups()
         yield from self._log()
         yield from self._topic_hashes()
+        yield from self._fleet.collect(getattr(self.m.server, "fleet_status", None))
         if self.m.per_group:
             yield from self._per_group()
 
@@ -638,3 +644,84 @@ class _StateCollector:
             for (topic, partition), value in core.committed_offsets(gid).items():
                 offsets.add_metric([gid, topic, str(partition)], value.offset)
         yield from (state, generation, members, last, offsets)
+
+
+# A state partition's statuses (coordinator.sidecar.fleet.Part.status), as status.FLEET_STATUSES
+# spells them; not imported from there: status imports the server, which imports this module.
+FLEET_STATUSES = ("serving", "loading", "remote", "fenced", "unassigned")
+
+
+class _FleetCollector:
+    """A sidecar fleet's series, read from its /fleet document at scrape time.
+
+    `groupcoord_fleet_repaired_keys_total` must not go down when a partition's writer is replaced
+    (a move, a reload): the document gives each partition's current writer's count, so the
+    total adds what each partition's count grew by since the last scrape, and a new writer's
+    whole count (its `loaded_at` changed, or the count went down)."""
+
+    def __init__(self) -> None:
+        self._repaired_total = 0
+        self._repaired_seen: dict[int, tuple[float | None, int]] = {}  # p -> (loaded_at, count)
+        self._partition_labels: dict[int, list[str]] = {}  # bounded by the partition count
+
+    def collect(self, fleet_status: Callable[[], dict[str, Any]] | None) -> Iterator[Metric]:
+        if fleet_status is None:
+            return
+        fleet = fleet_status()
+        parts = fleet["partitions"]
+        counts = dict.fromkeys(FLEET_STATUSES, 0)
+        load = GaugeMetricFamily(
+            "groupcoord_fleet_partition_load_seconds",
+            "Time this member took to load a state partition it serves (claim, read to the end)",
+            labels=["partition"],
+        )
+        for part in parts:
+            status = part["status"]
+            counts[status if status in counts else "unassigned"] += 1
+            if status == "serving" and part["load_seconds"] is not None:
+                load.add_metric(self._label(part["partition"]), part["load_seconds"])
+            self._repaired(part)
+        family = GaugeMetricFamily(
+            "groupcoord_fleet_partitions",
+            "State partitions by status as this member sees them: serving (here), loading "
+            "(here), remote (another member), fenced, unassigned",
+            labels=["status"],
+        )
+        for status, n in counts.items():
+            family.add_metric([status], n)
+        yield family
+        yield load
+        yield GaugeMetricFamily(
+            "groupcoord_fleet_members", "Members of the fleet", value=len(fleet["members"])
+        )
+        yield GaugeMetricFamily(
+            "groupcoord_fleet_generation",
+            "The fleet group's generation on the upstream (the epoch of this member's claims)",
+            value=fleet["generation"],
+        )
+        yield CounterMetricFamily(
+            "groupcoord_fleet_rebalances",
+            "Fleet group assignments this member received (each may move state partitions)",
+            value=fleet["rebalances"],
+        )
+        yield CounterMetricFamily(
+            "groupcoord_fleet_repaired_keys",
+            "Keys rewritten with their valid value after a former owner's late write (the "
+            "compaction hole), in the partitions this member served",
+            value=self._repaired_total,
+        )
+
+    def _label(self, partition: int) -> list[str]:
+        label = self._partition_labels.get(partition)
+        if label is None:
+            label = self._partition_labels[partition] = [str(partition)]
+        return label
+
+    def _repaired(self, part: dict[str, Any]) -> None:
+        p, count, loaded_at = part["partition"], part["repaired_keys"], part["loaded_at"]
+        seen = self._repaired_seen.get(p)
+        if seen is not None and seen[0] == loaded_at and count >= seen[1]:
+            self._repaired_total += count - seen[1]
+        else:
+            self._repaired_total += count  # a new writer (or the first scrape)
+        self._repaired_seen[p] = (loaded_at, count)

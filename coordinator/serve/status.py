@@ -8,7 +8,9 @@
   per-group fields (`add_fields`: the sidecar adds consumer lag).
 - `render_html` turns those dicts into one self-contained page: no script, no build step, inline
   CSS that stacks on a phone. Everything a client chose (group ids, client ids, hosts, topic
-  names) is escaped.
+  names) is escaped. In a sidecar fleet it opens with a "Fleet" section drawn from the fleet
+  document (`Server.fleet_status`): this member, the members, and one compact row per state
+  partition (status, owner, epoch, load time, groups); member addresses are escaped too.
 
 Invariant: the provider reads the core, so it runs on the event loop thread (coordinator.serve.http
 serves on the loop). Memory is bounded: HISTORY_PER_GROUP rebalances per live group; a deleted
@@ -211,6 +213,9 @@ def readiness(server: Server) -> tuple[bool, str]:
         return False, "not listening"
     if server.core.loading:
         return False, "loading the log"
+    check = getattr(server, "ready_check", None)  # a sidecar fleet's (coordinator.sidecar.fleet)
+    if check is not None:
+        return check()  # type: ignore[no-any-return]
     return True, "ready"
 
 
@@ -228,8 +233,12 @@ h1{font-size:20px;margin:0 0 4px}
 .facts b{color:#1b1f23;font-weight:600}
 .state{display:inline-block;border-radius:10px;padding:0 8px;font-size:13px;color:#fff;
 background:#6e7781}
-.state.Stable{background:#1a7f37}.state.PreparingRebalance,.state.CompletingRebalance{
-background:#bf8700}.state.Empty{background:#6e7781}.state.Dead{background:#cf222e}
+.state.Stable,.state.serving{background:#1a7f37}.state.PreparingRebalance,
+.state.CompletingRebalance,.state.loading{background:#bf8700}.state.Empty{background:#6e7781}
+.state.Dead,.state.fenced{background:#cf222e}
+.parts{max-height:20em;overflow-y:auto}
+table.parts th,table.parts td{padding:1px 6px;font-size:13px}
+table.parts .state{font-size:12px}
 table{border-collapse:collapse;width:100%;font-size:14px}
 th,td{text-align:left;padding:4px 6px;border-top:1px solid #eaeef2;vertical-align:top}
 th{color:#57606a;font-weight:600}
@@ -326,9 +335,98 @@ def _group_html(group: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def render_html(summary: dict[str, Any], groups: list[dict[str, Any]], now_s: float) -> str:
+# -- the fleet section (sidecar fleet: coordinator.sidecar.fleet.Fleet.status) -------------------
+
+FLEET_STATUSES = ("serving", "loading", "remote", "fenced", "unassigned")
+"""A state partition's statuses, in the order the page and `groupcoord groups fleet` count them."""
+
+
+def fleet_counts(fleet: dict[str, Any]) -> dict[str, int]:
+    """Partitions by status, every known status present (0 if none)."""
+    counts = dict.fromkeys(FLEET_STATUSES, 0)
+    for part in fleet["partitions"]:
+        counts[part["status"]] = counts.get(part["status"], 0) + 1
+    return counts
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f} s"
+
+
+def _partition_rows(fleet: dict[str, Any]) -> str:
+    rows = []
+    me = fleet["address"]
+    for p in fleet["partitions"]:
+        status = p["status"]
+        serving = status == "serving"  # load time and groups are known for our own only
+        owner = p["owner"] or "-"
+        if p["owner"] and p["owner"] == me:
+            owner += " (this)"
+        load = "<td>-</td>"
+        if serving:
+            at = "" if p["loaded_at"] is None else f' title="loaded at {_e(_iso(p["loaded_at"]))}"'
+            load = f"<td{at}>{_e(_seconds(p['load_seconds']))}</td>"
+        rows.append(
+            f"<tr><td>{_e(p['partition'])}</td>"
+            f'<td><span class="state {_e(status)}">{_e(status)}</span></td>'
+            f"<td>{_e(owner)}</td><td>{_e('-' if p['epoch'] is None else p['epoch'])}</td>"
+            f"{load}<td>{_e(p['groups'] if serving else '-')}</td></tr>"
+        )
+    return "".join(rows)
+
+
+def _fleet_html(fleet: dict[str, Any]) -> str:
+    chip = '<span class="state serving">ready</span>'
+    if not fleet["ready"]:
+        chip = '<span class="state loading">not ready</span>'
+    counts = fleet_counts(fleet)
+    facts: list[tuple[str, object]] = [
+        ("this member", fleet["address"] or "-"),
+        ("fleet group", fleet["fleet_group"]),
+        ("generation", fleet["generation"]),
+        ("state topic", fleet["state_topic"]),
+        ("fleet rebalances", fleet["rebalances"]),
+        ("partitions", " · ".join(f"{n} {s}" for s, n in counts.items() if n) or "none"),
+    ]
+    if fleet["error"]:
+        facts.append(("error", fleet["error"]))
+    owned: dict[str, int] = {}
+    for p in fleet["partitions"]:
+        if p["owner"]:
+            owned[p["owner"]] = owned.get(p["owner"], 0) + 1
+    members = "".join(
+        f"<span><b>{_e(m)}</b>{' (this)' if m == fleet['address'] else ''} "
+        f"{owned.get(m, 0)} partitions</span>"
+        for m in fleet["members"]
+    )
+    return (
+        '<section class="group fleet" id="fleet">'
+        f"<h2>Fleet {chip}</h2><div class=facts>"
+        + "".join(f"<span>{_e(k)} <b>{_e(v)}</b></span>" for k, v in facts)
+        + f"</div><h3>Members ({len(fleet['members'])})</h3>"
+        f"<div class=facts>{members or '<span>none yet</span>'}</div>"
+        '<h3>State partitions</h3><div class="scroll parts"><table class=parts><thead><tr>'
+        "<th>partition</th><th>status</th><th>owner</th><th>epoch</th><th>load</th>"
+        f"<th>groups</th></tr></thead><tbody>{_partition_rows(fleet)}</tbody></table></div>"
+        "</section>"
+    )
+
+
+def render_html(
+    summary: dict[str, Any],
+    groups: list[dict[str, Any]],
+    now_s: float,
+    *,
+    fleet: dict[str, Any] | None = None,
+) -> str:
+    """The status page; `fleet` is the fleet document when this server is a fleet member."""
     body = "".join(_group_html(g) for g in groups) or "<p>No groups.</p>"
+    if fleet is not None:
+        body = _fleet_html(fleet) + body
     ready = "ready" if summary["ready"] else "loading"
+    links = "<a href=/groups>JSON</a> · <a href=/metrics>metrics</a>"
+    if fleet is not None:
+        links += " · <a href=/fleet>fleet</a>"
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width,initial-scale=1">'
@@ -336,6 +434,6 @@ def render_html(summary: dict[str, Any], groups: list[dict[str, Any]], now_s: fl
         f"<title>groupcoord: {len(groups)} groups</title><style>{_CSS}</style></head><body>"
         f"<h1>groupcoord</h1><div class=meta>{_e(summary['advertised'])} · {ready} · "
         f"{len(groups)} groups · {_e(summary['connections'])} connections · "
-        f"{_e(_iso(now_s))} · <a href=/groups>JSON</a> · <a href=/metrics>metrics</a></div>"
+        f"{_e(_iso(now_s))} · {links}</div>"
         f"{body}</body></html>"
     )

@@ -1,6 +1,8 @@
-"""`groupcoord groups list|describe`: a view of consumer groups over the Kafka protocol, like
-kafka-consumer-groups.sh, for users without the Java tools. It works against groupcoord and
-against any Kafka broker.
+"""`groupcoord groups list|describe|fleet`: a view of consumer groups over the Kafka protocol, like
+kafka-consumer-groups.sh, for users without the Java tools. `list` and `describe` work against
+groupcoord and against any Kafka broker; `fleet` reads a groupcoord sidecar fleet's /fleet
+document over HTTP (the operator endpoint, --metrics-listen): which member owns which state
+partition, and each partition's load time.
 
 Why a small raw client on `protocol/` rather than aiokafka's admin client: aiokafka is not a
 runtime dependency (only a test one), its admin client speaks old versions (ListGroups without the
@@ -13,8 +15,10 @@ Flow, as kafka-consumer-groups.sh: `list` asks Metadata for every broker and sen
 each (a group lives on its coordinator only); `describe` asks FindCoordinator, then sends
 DescribeGroups and OffsetFetch (all topics, v2+) to the coordinator. Retriable coordinator errors
 (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) are retried until the
-timeout. Exit codes: 0 ok, 1 the group does not exist or the cluster answered an error or could not
-be reached.
+timeout. `fleet` asks each `--url` once (several members' documents are merged: a partition's row
+comes from its owner's document, which alone knows its load time). Exit codes: 0 ok, 1 the group
+does not exist or the cluster answered an error or could not be reached (for `fleet`: an
+endpoint could not be reached, answered an error, or is not in a fleet), 2 a bad argument.
 """
 
 from __future__ import annotations
@@ -26,14 +30,18 @@ import json
 import struct
 import sys
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from coordinator.broker.answers import make
 from coordinator.serve.addresses import parse_host_port
+from coordinator.serve.status import FLEET_STATUSES
 from protocol import apis
 from protocol import consumer as consumer_protocol
 from protocol.varint import skip_tagged_fields
@@ -379,11 +387,139 @@ def view_json(view: GroupView) -> dict[str, Any]:
     }
 
 
+# -- the fleet (HTTP: /fleet) ---------------------------------------------------------------------
+
+DEFAULT_URL = "http://127.0.0.1:9108"
+
+
+def fetch_fleet(url: str, timeout_s: float) -> dict[str, Any]:
+    """One member's /fleet document; `url` is its operator endpoint (with or without /fleet)."""
+    base = url.rstrip("/")
+    target = base if base.endswith("/fleet") else base + "/fleet"
+    try:
+        with urllib.request.urlopen(target, timeout=timeout_s) as response:
+            document: Any = json.load(response)
+    except urllib.error.HTTPError as exc:
+        detail = exc.read(200).decode("utf-8", "replace").strip()
+        if exc.code == 404:
+            raise GroupsError(f"{target}: {detail or 'not in a sidecar fleet'}") from None
+        raise GroupsError(f"{target}: HTTP {exc.code} {detail}".rstrip()) from None
+    except (OSError, TimeoutError) as exc:  # URLError is an OSError
+        reason = getattr(exc, "reason", None) or exc or "timed out"
+        raise GroupsError(f"cannot reach {target}: {reason}") from None
+    except ValueError as exc:
+        raise GroupsError(f"{target}: not a fleet document ({exc})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("partitions"), list):
+        raise GroupsError(f"{target}: not a fleet document")
+    return document
+
+
+def merge_fleet(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    """One view from several members' documents: the newest generation's fleet facts, and for
+    each partition the row of the member that owns it (it alone knows the load time and the
+    groups), else the row of the first document."""
+    assert documents
+    first = max(documents, key=lambda d: d.get("generation", -1))
+    by_address = {d.get("address"): d for d in documents}
+    rows: dict[int, dict[str, Any]] = {}
+    for document in reversed(documents):  # the first document's rows win where no owner answered
+        for row in document["partitions"]:
+            rows[row["partition"]] = row
+    for p, row in list(rows.items()):
+        owner_doc = by_address.get(row.get("owner"))
+        if owner_doc is not None:
+            own = next((r for r in owner_doc["partitions"] if r["partition"] == p), None)
+            if own is not None:
+                rows[p] = own
+    return {
+        "state_topic": first.get("state_topic"),
+        "fleet_group": first.get("fleet_group"),
+        "generation": first.get("generation"),
+        "members": first.get("members", []),
+        "asked": [d.get("address") for d in documents],
+        "ready": {d.get("address"): d.get("ready") for d in documents},
+        "errors": {d.get("address"): d["error"] for d in documents if d.get("error")},
+        "partitions": [rows[p] for p in sorted(rows)],
+    }
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8'."""
+    out: list[tuple[int, int]] = []
+    for n in sorted(numbers):
+        if out and out[-1][1] == n - 1:
+            out[-1] = (out[-1][0], n)
+        else:
+            out.append((n, n))
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in out) or "-"
+
+
+def render_fleet(view: dict[str, Any]) -> str:
+    parts = view["partitions"]
+    counts = dict.fromkeys(FLEET_STATUSES, 0)
+    for row in parts:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    head = table(
+        ["FLEET-GROUP", "STATE-TOPIC", "GENERATION", "#MEMBERS", "#PARTITIONS", "STATUS"],
+        [[str(view["fleet_group"]), str(view["state_topic"]), str(view["generation"]),
+          str(len(view["members"])), str(len(parts)),
+          " ".join(f"{s}={n}" for s, n in counts.items() if n) or "-"]],
+    )  # fmt: skip
+    owned: dict[str, list[int]] = {m: [] for m in view["members"]}
+    for row in parts:
+        if row.get("owner"):
+            owned.setdefault(row["owner"], []).append(row["partition"])
+    members = table(  # READY is known for the members asked (--url) only
+        ["MEMBER", "READY", "#PARTITIONS", "PARTITIONS"],
+        [[m, {True: "yes", False: "no"}.get(view["ready"].get(m), "-"), str(len(ps)),
+          _ranges(ps)] for m, ps in sorted(owned.items())],
+    )  # fmt: skip
+    rows = table(
+        ["PARTITION", "STATUS", "OWNER", "EPOCH", "GROUPS", "LOAD-SECONDS", "LOADED-AT"],
+        [[str(r["partition"]), r["status"], r.get("owner") or "-",
+          "-" if r.get("epoch") is None else str(r["epoch"]),
+          *_load_columns(r)] for r in parts],
+    )  # fmt: skip
+    errors = "\n".join(f"error at {a}: {e}" for a, e in sorted(view["errors"].items()))
+    return f"{head}\n\n{members}\n\n{rows}" + (f"\n\n{errors}" if errors else "")
+
+
+def _load_columns(row: dict[str, Any]) -> list[str]:
+    """GROUPS, LOAD-SECONDS, LOADED-AT: known only from the member serving the partition."""
+    if row["status"] != "serving":
+        return ["-", "-", "-"]
+    seconds = row.get("load_seconds")
+    at = row.get("loaded_at")
+    return [
+        str(row.get("groups", "-")),
+        "-" if seconds is None else f"{seconds:.3f}",
+        "-" if at is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)),
+    ]
+
+
+def _fleet_main(args: argparse.Namespace) -> int:
+    urls = args.url or [DEFAULT_URL]
+    for url in urls:
+        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+            print(f"groupcoord: --url: expected http://HOST:PORT, got {url!r}", file=sys.stderr)
+            return 2
+    try:
+        documents = [fetch_fleet(url, args.timeout_ms / 1000) for url in urls]
+    except GroupsError as exc:
+        print(f"groupcoord: {exc}", file=sys.stderr)
+        return 1
+    view = merge_fleet(documents)
+    print(json.dumps(view, indent=2) if args.json else render_fleet(view))
+    return 0
+
+
 # -- the command ----------------------------------------------------------------------------------
 
 
 def add_parser(sub: Any) -> None:
-    groups = sub.add_parser("groups", help="list or describe consumer groups (over Kafka)")
+    groups = sub.add_parser(
+        "groups", help="list or describe consumer groups (over Kafka), or show a sidecar fleet"
+    )
     groups_sub = groups.add_subparsers(dest="groups_command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -403,9 +539,27 @@ def add_parser(sub: Any) -> None:
         help="a group's state, members, assignments and committed offsets",
     )
     describe.add_argument("group", metavar="GROUP")
+    fleet = groups_sub.add_parser(
+        "fleet",
+        help="a sidecar fleet: which member owns which state partition, and load times "
+        "(reads /fleet from the HTTP endpoint)",
+    )
+    fleet.add_argument(
+        "--url",
+        action="append",
+        metavar="URL",
+        help=f"a member's HTTP endpoint (--metrics-listen); repeat for several members, whose "
+        f"documents are merged (default: {DEFAULT_URL})",
+    )
+    fleet.add_argument(
+        "--timeout-ms", type=int, default=10_000, help="give up after (default: %(default)s)"
+    )
+    fleet.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.groups_command == "fleet":
+        return _fleet_main(args)
     try:
         host, port = parse_host_port(args.bootstrap_server)
     except ValueError as exc:
