@@ -4,6 +4,9 @@ never built in the tests) and against a real `groupcoord serve`:
 - every YAML and JSON file under deploy/ parses; Kubernetes objects are well-formed; every
   `groupcoord serve` command line, TOML config and GROUPCOORD_* variable in them is accepted by
   the settings table (a renamed flag breaks this test, not a deployment);
+- the sidecar Deployment and deploy/docker-compose.fleet.yml run a sidecar fleet (README "Sidecar
+  fleet"): state upstream, each member advertising an address the others reach (the pod IP from
+  the downward API; the compose service name) on the declared fleet port;
 - every metric the Grafana dashboard queries is exported by a running server's /metrics after a
   small scenario (join, sync, commit, leave), with the labels the queries group by;
 - the Dockerfile's CMD is the console script the tests run (`coordinator.cli:main`), its ENV
@@ -98,6 +101,36 @@ def _groupcoord_containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in pods if c["name"] == "groupcoord"]
 
 
+# What the downward API gives a container in these tests (status.podIP and the like).
+POD_FIELDS = {"status.podIP": "10.1.2.3", "metadata.name": "orders-worker-7d9f-abcde",
+              "metadata.namespace": "default"}  # fmt: skip
+_K8S_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def container_env(container: dict[str, Any]) -> dict[str, str]:
+    """A container's env as Kubernetes resolves it: values, and downward-API fields."""
+    env: dict[str, str] = {}
+    for e in container.get("env", []):
+        if "value" in e:
+            env[e["name"]] = str(e["value"])
+        else:
+            path = e["valueFrom"]["fieldRef"]["fieldPath"]
+            assert path in POD_FIELDS, f"{e['name']}: an unexpected downward-API field {path}"
+            env[e["name"]] = POD_FIELDS[path]
+    return env
+
+
+def expand(arg: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion in args; a reference to an undefined variable fails here
+    (Kubernetes would pass it on literally)."""
+
+    def one(match: re.Match[str]) -> str:
+        assert match.group(1) in env, f"{arg}: $({match.group(1)}) is not in the container's env"
+        return env[match.group(1)]
+
+    return _K8S_VAR.sub(one, arg)
+
+
 def test_kubernetes_command_lines_and_config_are_valid_settings(tmp_path: Path) -> None:
     docs = manifests()
     configmap = next(d for d in docs if d["kind"] == "ConfigMap")
@@ -108,9 +141,9 @@ def test_kubernetes_command_lines_and_config_are_valid_settings(tmp_path: Path) 
     assert len(workloads) == 2
     for doc in workloads:
         (container,) = _groupcoord_containers(doc)
-        argv = [a.replace("/etc/groupcoord/groupcoord.toml", str(toml_path))
+        env = container_env(container)
+        argv = [expand(a.replace("/etc/groupcoord/groupcoord.toml", str(toml_path)), env)
                 for a in container["args"]]  # fmt: skip
-        env = {e["name"]: e["value"] for e in container.get("env", [])}
         settings = serve_settings(argv, env)
         ports = {p["containerPort"] for p in container["ports"]}
         assert addresses.parse_host_port(settings.metrics_listen)[1] in ports
@@ -131,6 +164,71 @@ def test_kubernetes_command_lines_and_config_are_valid_settings(tmp_path: Path) 
         standalone["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] * 1000
         > (tomllib.loads(toml_text)["shutdown_timeout_ms"])
     )
+
+
+def test_kubernetes_sidecars_form_a_fleet() -> None:
+    """The Deployment's replicas share one coordinator: state upstream, each sidecar advertising
+    its pod IP on the fleet port, that port declared, readiness on /readyz, no state volume."""
+    sidecar = next(d for d in manifests() if d["kind"] == "Deployment")
+    assert sidecar["spec"]["replicas"] > 1
+    (container,) = _groupcoord_containers(sidecar)
+    env = container_env(container)
+    settings = serve_settings([expand(a, env) for a in container["args"]], env)
+    assert settings.upstream and settings.state == "upstream"
+    # Its own fleet: the defaults would join every application's sidecars on this cluster.
+    name = sidecar["metadata"]["name"]
+    assert name in settings.fleet_group and name.replace("-", "_") in settings.state_topic
+    pod_ip = next(e for e in container["env"] if e["name"] == "POD_IP")
+    assert pod_ip["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert "--fleet-advertise=$(POD_IP):9094" in container["args"]
+    listen_host, listen_port = addresses.parse_host_port(settings.fleet_listen)
+    advertised = addresses.parse_host_port(settings.fleet_advertise)
+    assert listen_host == "0.0.0.0"  # other pods reach it on the pod IP
+    assert advertised == (POD_FIELDS["status.podIP"], listen_port)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["fleet"] == listen_port == 9094
+    assert ports["metrics"] == addresses.parse_host_port(settings.metrics_listen)[1]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["startupProbe"]["httpGet"]["path"] == "/readyz"
+    # No volume holds state: DATA_DIR (the rebalance history) is an emptyDir, no PVC.
+    volumes = sidecar["spec"]["template"]["spec"]["volumes"]
+    assert all("emptyDir" in v for v in volumes)
+    assert "volumeClaimTemplates" not in sidecar["spec"]
+    text = (DEPLOY / "kubernetes" / "sidecar.yaml").read_text()
+    assert "NetworkPolicy" in text and "9094" in text  # the comment on pod-to-pod reachability
+
+
+def test_compose_fleet_runs_three_sidecars_on_one_upstream() -> None:
+    path = DEPLOY / "docker-compose.fleet.yml"
+    services = yaml.safe_load(path.read_text())["services"]
+    assert services["tansu"]["image"] == "ghcr.io/tansu-io/tansu:0.6.0"
+    tansu_env = services["tansu"]["environment"]
+    assert tansu_env["ADVERTISED_LISTENER_URL"] == "tcp://tansu:9092"  # reachable by service name
+    sidecars = sorted(name for name in services if name.startswith("groupcoord-"))
+    assert sidecars == ["groupcoord-1", "groupcoord-2", "groupcoord-3"]
+    tansu_node_id = 111  # tansu 0.6.0's broker id: the sidecar's broker port is base + it
+    host_ports: set[int] = set()
+    for name in sidecars:
+        service = services[name]
+        assert service["image"] == "groupcoord:0.1.0"
+        assert (DEPLOY / service["build"]["context"] / service["build"]["dockerfile"]).is_file()
+        env = dict(image_env(), **{k: str(v) for k, v in service["environment"].items()})
+        settings = serve_settings(service["command"], env)
+        assert settings.upstream == "tansu:9092" and settings.state == "upstream"
+        assert addresses.parse_host_port(settings.fleet_advertise) == (
+            name,
+            addresses.parse_host_port(settings.fleet_listen)[1],
+        )
+        published = {int(p.split(":")[0]): int(p.split(":")[1]) for p in service["ports"]}
+        listen = addresses.parse_host_port(settings.listen)[1]
+        broker = settings.broker_port_base + tansu_node_id
+        metrics = addresses.parse_host_port(settings.metrics_listen)[1]
+        # The host reaches the sidecar at the port it advertises (same number both sides).
+        assert published[listen] == listen and published[broker] == broker
+        assert metrics in published.values()
+        assert settings.advertised_host == "127.0.0.1"
+        assert not host_ports & set(published), "two sidecars publish the same host port"
+        host_ports |= set(published)
 
 
 def test_compose_prometheus_and_grafana_fit_together() -> None:
