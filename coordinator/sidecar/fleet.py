@@ -412,6 +412,11 @@ class Fleet:
         server = self.server
         runtime = server.runtime
         assert runtime is not None
+        # A reload racing a new assignment may find the partition's groups loaded already:
+        # replaying over them would orphan their parked requests, so they go first.
+        here = self._groups_of(part.partition)
+        if here:
+            runtime.apply(server.core.unload_groups(here))
         now_ms = runtime.now_ms()
         runtime.apply(server.core.load_groups(replay.records(), now_ms))
         runtime.apply(server.core.topics_loaded(now_ms))
@@ -435,11 +440,14 @@ class Fleet:
         if part.status != "serving":
             return
         server = self.server
-        n = len(self.parts)
-        ids = [g for g in server.core.state.groups if partition_for(g, n) == part.partition]
+        ids = self._groups_of(part.partition)
         if ids and server.runtime is not None:
             server.runtime.apply(server.core.unload_groups(ids))
         part.status = "unassigned"
+
+    def _groups_of(self, partition: int) -> list[str]:
+        n = len(self.parts)
+        return [g for g in self.server.core.state.groups if partition_for(g, n) == partition]
 
     def _writer_failed(self, writer: PartitionWriter, exc: BaseException) -> None:
         part = self.parts[writer.partition]

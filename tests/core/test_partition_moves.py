@@ -17,13 +17,13 @@ def records_of(h: Harness, group: str) -> list[Record]:
 
 def test_unloading_forgets_the_groups_and_answers_their_parked_requests() -> None:
     h = Harness(CoordinatorConfig(initial_rebalance_delay_ms=0))
-    ids, leader, gen = h.stable_group("moving", 2)
+    ids, _, gen = h.stable_group("moving", 2)
     h.commit("moving", {("orders", 0): 7}, generation=gen, member_id=ids[0])
     staying, _, staying_gen = h.stable_group("staying", 1)
     h.commit("staying", {("orders", 1): 3}, generation=staying_gen, member_id=staying[0])
     # One member rejoins (parked until the other does), one member of a syncing group waits.
     parked_join = h.join("moving", ids[0])
-    rts, mids = zip(*(h.join_dynamic("syncing") for _ in range(2)), strict=True)
+    rts = [h.join_dynamic("syncing")[0] for _ in range(2)]
     h.advance(1)
     joined = [h.reply(rt) for rt in rts]
     follower = next(r.member_id for r in joined if r.member_id != r.leader)
@@ -48,7 +48,7 @@ def test_unloading_forgets_the_groups_and_answers_their_parked_requests() -> Non
 
 def test_loading_a_partition_serves_its_groups_beside_the_others() -> None:
     source = Harness(CoordinatorConfig(initial_rebalance_delay_ms=0))
-    ids, leader, gen = source.stable_group("arriving", 2)
+    ids, _, gen = source.stable_group("arriving", 2)
     source.commit("arriving", {("orders", 2): 11}, generation=gen, member_id=ids[0])
     moved = records_of(source, "arriving")
     assert any(isinstance(r.key, GroupMetadataKey) for r in moved)
