@@ -93,13 +93,14 @@ def load_groups(state: CoreState, records: list[Record], now_ms: int) -> Effects
     """Replay one partition's records into a core that is serving; start their groups as
     `finish_loading` does. The caller unloaded these groups first (`unload_groups`)."""
     was_loading = state.loading
-    loaded: set[str] = set()
+    loaded: dict[str, None] = {}  # in the partition's order: the timers are armed in that order
     for record in records:
         key = record.key
         if isinstance(key, TopicKey):
             continue  # a fleet learns topics from the upstream, not from the state partitions
         replay(state, record)
-        loaded.add(key.group_id)
+        # The value is never read (an ordered set): another value is an equivalent mutant.
+        loaded[key.group_id] = None  # pragma: no mutate
     state.loading = was_loading
     fx = Effects()
     schedule = state.timers.schedule_session
@@ -127,17 +128,15 @@ def unload_groups(state: CoreState, group_ids: list[str]) -> Effects:
         if group is None:
             continue
         state.topic_hashes.untrack(group)
-        for member in group.members.values():
+        for member in group.members.values():  # the group is gone: nothing reads them again
             if member.join_reply_to is not None:
                 fx.replies.append(
                     (member.join_reply_to, JoinGroupResult(ErrorCode.not_coordinator))
                 )
-                member.join_reply_to = None
             if member.sync_reply_to is not None:
                 fx.replies.append(
                     (member.sync_reply_to, SyncGroupResult(ErrorCode.not_coordinator))
                 )
-                member.sync_reply_to = None
     return fx
 
 
