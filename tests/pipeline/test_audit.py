@@ -202,13 +202,17 @@ def completed(data_dir: Path, group: str) -> list[str]:
     ]
 
 
-async def wait_history(data_dir: Path, group: str, causes: list[str], what: str) -> None:
-    """History reaches the disk within the flush interval: wait for the expected completions."""
+async def wait_history(
+    data_dir: Path, group: str, causes: list[str], what: str, then_maybe: tuple[str, ...] = ()
+) -> None:
+    """History reaches the disk within the flush interval: wait for the expected completions.
+    `then_maybe`: rebalances that may follow them (a client's own, racing the test)."""
+    allowed = [*causes, *then_maybe]
 
     def seen() -> bool:
         got = completed(data_dir, group)
-        assert got == causes[: len(got)], f"unexpected rebalances {got}, expected {causes}"
-        return got == causes
+        assert got == allowed[: len(got)], f"unexpected rebalances {got}, expected {causes}"
+        return len(got) >= len(causes)
 
     await wait_until(seen, 30, what, explain=lambda: f"history: {completed(data_dir, group)}")
 
@@ -254,7 +258,12 @@ async def test_audit_of_a_scripted_scenario_on_two_coordinators(
     await wait_history(a.data_dir, GROUP, expected, "the expiry rebalance in the history")
     await asyncio.to_thread(increase_partitions, a.bootstrap, "orders", PARTITIONS + 4)
     expected.append("partitions_added")  # the cause names the kind of topic change
-    await wait_history(a.data_dir, GROUP, expected, "the partition-increase rebalance")
+    # librdkafka's leader may rejoin once more if it computed that assignment before its own
+    # metadata showed the new partitions (seen once on a loaded machine): its rebalance, not ours.
+    client_rejoin = ("leader_rejoined",)
+    await wait_history(
+        a.data_dir, GROUP, expected, "the partition-increase rebalance", then_maybe=client_rejoin
+    )
     await wait_history(b.data_dir, GROUP, ["member_joined"], "coordinator b's first rebalance")
     await other.close()
     await wait_history(b.data_dir, GROUP, ["member_joined", "member_left"], "b emptied")
@@ -262,6 +271,9 @@ async def test_audit_of_a_scripted_scenario_on_two_coordinators(
         broker.proc.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(broker.proc.wait, 30) == 0, broker.log_tail()
     # (audit-3 stays a member; the members fixture kills it.)
+    extra = completed(a.data_dir, GROUP)[len(expected) :]
+    assert extra in ([], list(client_rejoin)), extra
+    expected += extra
 
     spark = request.getfixturevalue("spark")
     out = tmp_path / "audit"
@@ -290,6 +302,7 @@ async def test_audit_of_a_scripted_scenario_on_two_coordinators(
         (3, 2),
         (2, 1),
         (1, 1),
+        *[(1, 1)] * len(extra),
     ]
     ids = {m.name: m.member_id for m in ms}
     assert [r["trigger_member_id"] for r in rb[:3]] == [
@@ -312,7 +325,7 @@ async def test_audit_of_a_scripted_scenario_on_two_coordinators(
     assert [r["topics"] for r in a_events if r["event"] == "metadata_changed"] == [["orders"]]
     days = [r for r in read["group_daily"] if r["coordinator_id"] == a_cid]
     total = {k: sum(r[k] for r in days) for k in ("rebalances", "joins", "leaves", "churn")}
-    assert total == {"rebalances": 6, "joins": 3, "leaves": 2, "churn": 5}
+    assert total == {"rebalances": 6 + len(extra), "joins": 3, "leaves": 2, "churn": 5}
     assert sum(r["abnormal_leaves"] for r in days) == 1
     if len(days) == 1:  # (a run across midnight UTC splits the day)
         assert days[0]["distinct_members"] == 3
