@@ -5,7 +5,6 @@ and the status page's "Fleet" section. The fleet is a fixed document set as
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import html
 import itertools
@@ -18,6 +17,7 @@ from coordinator.core.topics import TopicCatalog
 from coordinator.serve import http
 from coordinator.serve.server import Server, ServerOptions
 from coordinator.serve.status import FLEET_STATUSES, fleet_counts, render_html
+from tests.serve.test_observability import request
 
 ME = "10.0.0.7:9094"
 OTHER = "10.0.0.8:9094"
@@ -58,16 +58,6 @@ def fleet_document() -> dict[str, Any]:
             for p, (status, owner, epoch, load, groups, repaired) in enumerate(statuses)
         ],
     }
-
-
-async def request(port: int, raw: bytes) -> bytes:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(raw)
-        await writer.drain()
-        return await asyncio.wait_for(reader.read(), 10)
-    finally:
-        writer.close()
 
 
 async def get(port: int, path: str) -> tuple[int, bytes]:

@@ -28,6 +28,7 @@ from tests.support.sidecar_util import (
     Stack,
     create_topic,
     kio,
+    offset_fetch,
     stack,
 )
 
@@ -96,14 +97,7 @@ async def commit(port: int, group: str, topic: str, offsets: dict[int, int]) -> 
 
 async def fetch(port: int, group: str, topic: str, partitions: int) -> dict[int, int] | int:
     """The group's committed offsets via `port`, or the error code."""
-    client = await RawClient.connect(port)
-    try:
-        request = kio(9, 7, "OffsetFetchRequest", group_id=group, require_stable=False, topics=(
-            kio(9, 7, "OffsetFetchRequestTopic", name=topic,
-                partition_indexes=tuple(range(partitions))),))
-        response = await client.call(request)
-    finally:
-        client.close()
+    response = await offset_fetch(port, group, topic, partitions)
     if response.error_code:
         return int(response.error_code)
     return {p.partition_index: p.committed_offset for p in response.topics[0].partitions}

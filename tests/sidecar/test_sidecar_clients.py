@@ -11,12 +11,11 @@ import pytest
 from coordinator.core.events import TOPIC_CAUSES
 from tests.support import realclients as rc
 from tests.support.sidecar_util import (
-    RawClient,
     Stack,
     create_topic,
     delete_topic,
     fetched,
-    kio,
+    offset_fetch,
     polls,
     produce,
     records,
@@ -32,14 +31,7 @@ KINDS = ("aiokafka", "kafka-python", "confluent")
 
 async def committed(port: int, group: str, topic: str, partitions: int) -> dict[int, int]:
     """The group's committed offsets, asked of groupcoord (OffsetFetch on any of its listeners)."""
-    client = await RawClient.connect(port)
-    try:
-        request = kio(9, 7, "OffsetFetchRequest", group_id=group, require_stable=False, topics=(
-            kio(9, 7, "OffsetFetchRequestTopic", name=topic,
-                partition_indexes=tuple(range(partitions))),))
-        response = await client.call(request)
-    finally:
-        client.close()
+    response = await offset_fetch(port, group, topic, partitions)
     assert response.error_code == 0, response
     return {p.partition_index: p.committed_offset for p in response.topics[0].partitions}
 

@@ -351,6 +351,18 @@ def _kio_module(api_key: int, version: int, kind: str) -> Any:
     return importlib.import_module(f"kio.schema.{name}.v{version}.{kind}")
 
 
+async def offset_fetch(port: int, group: str, topic: str, partitions: int) -> Any:
+    """OffsetFetch v7 of partitions 0..n-1 of one group's topic, asked of `port`: the response."""
+    client = await RawClient.connect(port)
+    try:
+        request = kio(9, 7, "OffsetFetchRequest", group_id=group, require_stable=False, topics=(
+            kio(9, 7, "OffsetFetchRequestTopic", name=topic,
+                partition_indexes=tuple(range(partitions))),))
+        return await client.call(request)
+    finally:
+        client.close()
+
+
 def kio(api_key: int, version: int, cls_name: str, /, **fields: Any) -> Any:
     """A kio request entity (or nested entity) by class name: kio(3, 12, 'MetadataRequest', ...)."""
     return getattr(_kio_module(api_key, version, "request"), cls_name)(**fields)
