@@ -94,7 +94,6 @@ class Part:
     partition: int
     status: str = "unassigned"  # unassigned | loading | serving | remote | fenced
     owner: str | None = None  # the owning member's fleet address
-    owner_id: str | None = None
     epoch: int | None = None
     load_seconds: float | None = None
     loaded_at: float | None = None  # wall clock
@@ -148,7 +147,6 @@ class Fleet:
         self.address = ""  # host:port of our fleet listener, as peers reach it
         self.owner_map = OwnerMap()
         self.generation = -1
-        self.started_at = time.time()
         self.ready = False
         self.rebalances = 0
         self.last_error: str | None = None
@@ -297,7 +295,7 @@ class Fleet:
             self._unload(part)
             owner = owner_map.owners.get(part.partition)
             part.status = "remote" if owner is not None else "unassigned"
-            part.owner_id, part.owner = owner if owner is not None else (None, None)
+            part.owner = None if owner is None else owner[1]
             part.epoch = None
         delay = RETRY_MIN_S
         todo = set(partitions)
@@ -318,7 +316,7 @@ class Fleet:
         wanted: dict[int, Claim] = {}
         for p in sorted(partitions):
             part = self.parts[p]
-            part.owner, part.owner_id = self.address, self.member_id
+            part.owner = self.address
             if part.status != "serving":
                 part.status = "loading"
             # The epoch is the fleet group's generation: the upstream's arbiter (docstring),
@@ -404,6 +402,10 @@ class Fleet:
                 writer.repaired_keys = len(replay.dirty)
                 writer.enqueue([(k, replay.latest.get(k)) for k in sorted(replay.dirty)], 0)
             self._serve(part, writer, replay, claim.epoch, started)
+        runtime = self.server.runtime
+        if runtime is not None:
+            # Once for the whole batch: it compares every group's stored topic hash.
+            runtime.apply(self.server.core.topics_loaded(runtime.now_ms()))
         return retry
 
     def _serve(
@@ -419,7 +421,6 @@ class Fleet:
             runtime.apply(server.core.unload_groups(here))
         now_ms = runtime.now_ms()
         runtime.apply(server.core.load_groups(replay.records(), now_ms))
-        runtime.apply(server.core.topics_loaded(now_ms))
         part.writer = writer
         part.epoch = epoch
         part.status = "serving"

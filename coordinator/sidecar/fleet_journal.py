@@ -189,7 +189,6 @@ class FleetJournal:
         self._failed: dict[int, None] = {}  # lost seqs, oldest first
         self._changed = asyncio.Event()
         self._listener: Callable[[int], None] | None = None
-        self.written_records = 0
 
     # -- the runtime's Journal -------------------------------------------------------------------
 
@@ -214,7 +213,6 @@ class FleetJournal:
             return seq
         self._open[seq] = len(by_partition)
         for p, entries in by_partition.items():
-            self.written_records += len(entries)
             writers[p].enqueue(entries, seq)
         return seq
 

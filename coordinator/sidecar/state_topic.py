@@ -40,7 +40,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from coordinator.core.record_codec import decode_record, encode_record
+from coordinator.core.record_codec import decode_record
 from coordinator.core.records import Record, TopicKey
 
 log = logging.getLogger("groupcoord.fleet.state")
@@ -359,7 +359,3 @@ class StateTopic:
         finally:
             await consumer.stop()
         return out, ends
-
-
-def encode_for_state(records: list[Record]) -> list[tuple[bytes, bytes | None]]:
-    return [encode_record(r) for r in records]
