@@ -77,18 +77,21 @@ async def settled(stack: Stack, sidecars: list[Sidecar], timeout: float = 60) ->
                         interval=0.2, explain=stack.explain)
 
 
+def commit_request(group: str, topic: str, offsets: dict[int, int]) -> Any:
+    """OffsetCommit v8 as an admin tool sends it (no member, generation -1)."""
+    return kio(8, 8, "OffsetCommitRequest", group_id=group, generation_id_or_member_epoch=-1,
+               member_id="", group_instance_id=None, topics=(
+                   kio(8, 8, "OffsetCommitRequestTopic", name=topic, partitions=tuple(
+                       kio(8, 8, "OffsetCommitRequestPartition", partition_index=p,
+                           committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
+                       for p, o in offsets.items())),))
+
+
 async def commit(port: int, group: str, topic: str, offsets: dict[int, int]) -> int:
-    """OffsetCommit v8 as an admin tool sends it (no member, generation -1): the error code."""
+    """`commit_request` via `port`: the error code."""
     client = await RawClient.connect(port)
     try:
-        request = kio(8, 8, "OffsetCommitRequest", group_id=group, generation_id_or_member_epoch=-1,
-                      member_id="", group_instance_id=None, topics=(
-                          kio(8, 8, "OffsetCommitRequestTopic", name=topic, partitions=tuple(
-                              kio(8, 8, "OffsetCommitRequestPartition", partition_index=p,
-                                  committed_offset=o, committed_leader_epoch=-1,
-                                  committed_metadata="")
-                              for p, o in offsets.items())),))
-        response = await client.call(request)
+        response = await client.call(commit_request(group, topic, offsets))
     finally:
         client.close()
     codes = {p.error_code for t in response.topics for p in t.partitions}
@@ -169,15 +172,7 @@ class Committer:
                 try:
                     if client is None:
                         client = await RawClient.connect(self.port)
-                    request = kio(8, 8, "OffsetCommitRequest", group_id=group,
-                                  generation_id_or_member_epoch=-1, member_id="",
-                                  group_instance_id=None, topics=(
-                                      kio(8, 8, "OffsetCommitRequestTopic", name=self.topic,
-                                          partitions=(kio(8, 8, "OffsetCommitRequestPartition",
-                                                          partition_index=0,
-                                                          committed_offset=self._next,
-                                                          committed_leader_epoch=-1,
-                                                          committed_metadata=""),)),))
+                    request = commit_request(group, self.topic, {0: self._next})
                     response = await client.call(request, timeout=5)
                     code = response.topics[0].partitions[0].error_code
                 except (OSError, ConnectionError, TimeoutError):
@@ -281,13 +276,7 @@ async def test_a_paused_former_owner_cannot_overwrite_the_new_owners_state(
     try:
         await settled(stack, others)  # the partitions moved to the two others
         assert await commit(others[0].port, group, topic, {0: 20}) == 0
-        request = kio(8, 8, "OffsetCommitRequest", group_id=group,
-                      generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-                      topics=(kio(8, 8, "OffsetCommitRequestTopic", name=topic, partitions=(
-                          kio(8, 8, "OffsetCommitRequestPartition", partition_index=0,
-                              committed_offset=15, committed_leader_epoch=-1,
-                              committed_metadata=""),)),))
-        await stale.send(request)
+        await stale.send(commit_request(group, topic, {0: 15}))
     finally:
         os.killpg(paused.proc.pid, signal.SIGCONT)
     # It wakes with its lease run out: the stale commit is refused (the client retries on the
