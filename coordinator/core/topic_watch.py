@@ -173,10 +173,11 @@ def _delete_topic_offsets(state: CoreState, name: str, fx: Effects) -> None:
         partitions = offsets.topics(gid).get(name)
         if not partitions:
             continue
-        for partition in list(partitions):
+        deleted = list(partitions)  # (`partitions` is the live map: it empties as we delete)
+        for partition in deleted:
             offsets.delete(gid, name, partition)
             fx.records.append(Record(OffsetCommitKey(gid, name, partition), None))
-        fx.events.append(OffsetsDeleted(gid, len(partitions)))
+        fx.events.append(OffsetsDeleted(gid, len(deleted)))
 
 
 # -- loading -------------------------------------------------------------------------------------

@@ -196,6 +196,10 @@ SETTINGS: list[Setting] = [
     Setting("upstream_refresh_ms", "int", 2_000,
             "sidecar mode: how often topic metadata is re-read from upstream", at_least(10),
             metavar="MS"),
+    Setting("upstream_topic_delete_after_ms", "int", 60_000,
+            "sidecar mode: a topic absent from the upstream's metadata is deleted, with its "
+            "committed offsets, only after it has been absent this long (a DeleteTopics passing "
+            "through, or a new topic id, deletes at once)", at_least(0), metavar="MS"),
     Setting("lag_interval_ms", "int", 10_000,
             "sidecar mode with --metrics-per-group: how often consumer lag is measured upstream",
             at_least(100), metavar="MS"),

@@ -7,11 +7,14 @@
     /fleet     in a sidecar fleet, the fleet document (`Server.fleet_status`, i.e.
                coordinator.sidecar.fleet.Fleet.status) as JSON: this member, the members, every
                state partition's status, owner, epoch and load; 404 outside a fleet
+    /upstream  in sidecar mode, the upstream cluster as the sidecar sees it (reachable or not, why,
+               brokers, topics, topics absent from its metadata and not yet deleted); 404 otherwise
     /metrics   Prometheus text exposition (coordinator.serve.metrics)
     /healthz   200 while the process serves HTTP at all (liveness)
-    /readyz    200 once the log is loaded and the Kafka listener accepts (in a fleet: once this
-               member loaded the state partitions it owns); 503 before, during a reload after a
-               disk failure, and after shutdown began (readiness)
+    /readyz    200 once the log is loaded and the Kafka listener accepts (in sidecar mode: and the
+               upstream answered its last metadata refresh; in a fleet: and this member loaded
+               the state partitions it owns); 503 before, while the upstream is unreachable,
+               during a reload after a disk failure, and after shutdown began (readiness)
 
 Invariants:
 - It runs on the coordinator's own event loop: the pages read the core, which only the loop
@@ -200,6 +203,11 @@ class _Handler:
             return 200, "application/json", _json(fleet)
         if path in ("/groups", "/groups/"):
             return 200, "application/json", _json(obs.status.groups())
+        if path in ("/upstream", "/upstream/"):
+            upstream = self.server.upstream_status
+            if upstream is None:
+                return 404, "text/plain", b"not in sidecar mode\n"
+            return 200, "application/json", _json(upstream())
         if path.startswith("/groups/"):
             group = obs.status.group(unquote(path[len("/groups/") :]))
             if group is None:

@@ -314,10 +314,13 @@ class Server:
         # Topic admin APIs, `topic_changed`, and the metadata refresh signal (issue 4).
         self.topic_service = TopicService(self)
         self.routes = self._build_routes()
-        # Readiness beyond "listening and loaded": a sidecar fleet's (coordinator.sidecar.fleet).
+        # Readiness beyond "listening and loaded": the sidecar's upstream, a sidecar fleet's
+        # state partitions (coordinator.sidecar.proxy, coordinator.sidecar.fleet).
         self.ready_check: Callable[[], tuple[bool, str]] | None = None
         # The fleet's /fleet document (coordinator.sidecar.fleet.Fleet.status), when in a fleet.
         self.fleet_status: Callable[[], dict[str, Any]] | None = None
+        # The sidecar's /upstream document (coordinator.sidecar.proxy.Sidecar.upstream_status).
+        self.upstream_status: Callable[[], dict[str, Any]] | None = None
         # What serves an accepted connection; sidecar mode (coordinator.sidecar.proxy) sets its own.
         self.protocol_factory: Callable[[], asyncio.Protocol] = lambda: Connection(self)
 

@@ -36,7 +36,12 @@ from coordinator.broker import answers as broker
 from coordinator.broker import topic_admin
 from coordinator.broker.refresh_signal import GONE, RefreshSignal
 from coordinator.core.effects import Effects
-from coordinator.core.events import Event, GroupMetadataHashChanged, RebalanceCause
+from coordinator.core.events import (
+    Event,
+    GroupMetadataHashChanged,
+    OffsetsDeleted,
+    RebalanceCause,
+)
 from coordinator.core.topic_watch import change_cause
 from coordinator.core.topics import TopicInfo
 from protocol import apis, codec
@@ -139,6 +144,14 @@ class TopicService:
         fx = server.core.topic_changed(name, info, now)
         if not fx.records:
             return  # nothing changed
+        if info is None:
+            deleted = [e for e in fx.events if isinstance(e, OffsetsDeleted)]
+            log.warning(
+                "topic %s deleted: %d committed offsets of %d groups deleted with it",
+                name,
+                sum(e.partitions for e in deleted),
+                len(deleted),
+            )
         self._announce(name, before, info, now)
         server.runtime.apply(fx)
 

@@ -271,6 +271,9 @@ class Fleet:
         return task
 
     def readiness(self) -> tuple[bool, str]:
+        upstream = self.sidecar.readiness()
+        if not upstream[0]:
+            return upstream
         if self.last_error is not None:
             return False, f"fleet: {self.last_error}"
         if not self.ready:

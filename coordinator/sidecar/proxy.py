@@ -35,7 +35,7 @@ import contextlib
 import logging
 import socket
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -52,6 +52,7 @@ from coordinator.sidecar.forward import PeerLinks, Router
 from coordinator.sidecar.placement import Locator
 from coordinator.sidecar.rewrite import (
     API_VERSIONS,
+    DELETE_TOPICS,
     DESCRIBE_CLUSTER,
     FIND_COORDINATOR,
     METADATA,
@@ -99,6 +100,7 @@ class SidecarOptions:
     upstream: list[tuple[str, int]]
     broker_port_base: int = 0  # 0: an ephemeral port per broker
     metadata_refresh_ms: int = 2_000
+    topic_delete_after_ms: int = 60_000
     lag_interval_ms: int = 10_000
     metrics_per_group: bool = False
 
@@ -111,6 +113,7 @@ def from_settings(server: Server, settings: Any) -> Sidecar | None:
         upstream=parse_upstream(settings.upstream),
         broker_port_base=settings.broker_port_base,
         metadata_refresh_ms=settings.upstream_refresh_ms,
+        topic_delete_after_ms=settings.upstream_topic_delete_after_ms,
         lag_interval_ms=settings.lag_interval_ms,
         metrics_per_group=settings.metrics_per_group,
     )
@@ -125,7 +128,12 @@ class Sidecar:
         self.local_ports: dict[int, int] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.leaders: dict[tuple[str, int], int] = {}
-        self._missing: set[str] = set()  # absent from the last full refresh (see observe_metadata)
+        # Topics absent from complete refreshes: name -> (first seen absent, answers lacking it),
+        # on the loop's clock (see observe_metadata).
+        self._absent: dict[str, tuple[float, int]] = {}
+        # The upstream as the refreshes saw it: None until the first answer, then True/False.
+        self.upstream_answered: bool | None = None
+        self.upstream_error = "no answer yet"
         self._servers: list[Listening] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._refresh_now = asyncio.Event()
@@ -136,6 +144,9 @@ class Sidecar:
         self.locator: Locator | None = None
         self.peer_links = PeerLinks(self.spawn)
         server.protocol_factory = lambda: SidecarConnection(self, None)
+        server.ready_check = self.readiness  # a fleet (coordinator.sidecar.fleet) wraps it
+        server.upstream_status = self.upstream_status
+        self.refreshes = 0  # complete metadata refreshes answered
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -152,6 +163,7 @@ class Sidecar:
         try:
             await self.refresh()
         except (UpstreamUnavailable, RewriteError) as exc:
+            self._refresh_failed(exc)
             log.warning("upstream cluster not reachable yet (%s); will keep trying", exc)
         self.spawn(self._refresh_loop())
         if self.options.metrics_per_group:
@@ -202,6 +214,7 @@ class Sidecar:
             try:
                 await self.refresh()
             except (UpstreamUnavailable, RewriteError) as exc:
+                self._refresh_failed(exc)
                 log.debug("metadata refresh failed: %s", exc)
 
     def refresh_soon(self) -> None:
@@ -211,24 +224,65 @@ class Sidecar:
         """Read the whole cluster's metadata from any upstream broker."""
         _, frame = await self.upstreams.request_any(_REFRESH_REQUEST)
         self.observe_metadata(rewrite.decode_response(METADATA, 12, frame), full=True)
+        self.refreshes += 1
+        self.upstream_answered = True
+        self.upstream_error = ""
+
+    def _refresh_failed(self, exc: Exception) -> None:
+        self.upstream_answered = False
+        self.upstream_error = str(exc) or type(exc).__name__
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready once the upstream answered a metadata refresh, and unready while it does not
+        (`/readyz`: a sidecar whose upstream is unreachable would hand its application a stream
+        of disconnects)."""
+        if self.upstream_answered is None:
+            return False, f"upstream: {self.upstream_error}"
+        if not self.upstream_answered:
+            return False, f"upstream unreachable: {self.upstream_error}"
+        return True, "ready"
+
+    def upstream_status(self) -> dict[str, Any]:
+        """The upstream as the status page and /groups show it."""
+        return {
+            "bootstrap": ",".join(f"{b.host}:{b.port}" for b in self.upstreams.bootstrap),
+            "state": {None: "not answered yet", True: "reachable", False: "unreachable"}[
+                self.upstream_answered
+            ],
+            "error": self.upstream_error,
+            "refreshes": self.refreshes,
+            "brokers": len(self.upstreams.brokers),
+            "topics": len(self.topics),
+            "topics_absent": sorted(self._absent),
+        }
 
     def observe_metadata(self, response: Any, full: bool) -> None:
         """Learn brokers and topics from a Metadata answer; tell the server about changed topics.
 
-        A topic is taken as deleted only when two full refreshes in a row lack it: deleting a
-        topic deletes its committed offsets (Kafka does the same), so one broker's stale or
-        partial answer must not be enough. A client's answer saying a known topic does not exist,
-        or showing a partition count we do not have (Metadata < v10 carries no topic id), only
-        brings the next refresh forward."""
+        Deleting a topic deletes its committed offsets (Kafka does the same), so it happens only
+        when it is certain: when a DeleteTopics for it passes through (`topics_deleted`), when
+        the topic shows up under a new topic id (deleted and re-created upstream), or when it
+        has been absent from every complete refresh (`full`: all topics, naming at least one
+        broker) for `topic_delete_after_ms`, and from at least two of them. A refresh that
+        failed proves nothing and resets nothing; an upstream restarted empty, or answering
+        before its topics are loaded, therefore costs no offsets unless it stays so for the
+        whole delay. A client's answer saying a known topic does not exist, or showing a
+        partition count we do not have (Metadata < v10 carries no topic id), only brings the
+        next refresh forward."""
         for node_id in self.upstreams.update(rewrite.metadata_brokers(response)):
             self.local_address(node_id)  # listen before any client is told about the broker
         infos, missing, leaders = rewrite.topic_infos(response)
         self.leaders.update(leaders)
         for info in infos:
-            self._missing.discard(info.name)
-            if self.topics.get(info.name) != info:
-                self.topics[info.name] = info
-                self._topic_changed(info.name, info)
+            self._absent.pop(info.name, None)
+            cached = self.topics.get(info.name)
+            if cached == info:
+                continue
+            if cached is not None and cached.topic_id.int and cached.topic_id != info.topic_id:
+                log.info("upstream topic %s was re-created (new topic id)", info.name)
+                self._forget(info.name)  # the old topic's offsets go, as with Kafka
+            self.topics[info.name] = info
+            self._topic_changed(info.name, info)
         if not full:
             for topic in response.topics:
                 cached = self.topics.get(topic.name)
@@ -238,16 +292,43 @@ class Sidecar:
                 ):
                     self.refresh_soon()
             return
+        if not response.brokers:
+            return  # partial: no cluster answers all its topics without naming a broker
         present = {t.name for t in response.topics if t.name not in missing}
-        absent = self.topics.keys() - present
-        for name in absent & self._missing:
-            del self.topics[name]
-            for key in [k for k in self.leaders if k[0] == name]:
-                del self.leaders[key]
-            self._topic_changed(name, None)
-        self._missing = absent - self._missing
-        if self._missing:
-            self.refresh_soon()
+        now = asyncio.get_running_loop().time()
+        delay_s = self.options.topic_delete_after_ms / 1000
+        for name in self.topics.keys() - present:
+            first, answers = self._absent.get(name, (now, 0))
+            answers += 1
+            if answers >= 2 and now - first >= delay_s:
+                log.info(
+                    "upstream topic %s absent from %d refreshes over %.0f s: deleting it",
+                    name,
+                    answers,
+                    now - first,
+                )
+                self._forget(name)
+            else:
+                if answers == 1:
+                    log.info(
+                        "upstream topic %s absent; deleted if still absent in %.0f s",
+                        name,
+                        delay_s,
+                    )
+                self._absent[name] = (first, answers)
+
+    def topics_deleted(self, names: Iterable[str]) -> None:
+        """A DeleteTopics passed through and the upstream deleted `names`: certain at once."""
+        for name in names:
+            if name in self.topics:
+                self._forget(name)
+
+    def _forget(self, name: str) -> None:
+        del self.topics[name]
+        self._absent.pop(name, None)
+        for key in [k for k in self.leaders if k[0] == name]:
+            del self.leaders[key]
+        self._topic_changed(name, None)
 
     def _topic_changed(self, name: str, info: TopicInfo | None) -> None:
         log.info(
@@ -564,7 +645,8 @@ class SidecarConnection(asyncio.Protocol):
             self._forward(frame, correlation_id, None)  # acks=0: no response will come
             self.complete(slot, b"")
         elif api_key in TOPIC_ADMIN:
-            self._forward(frame, correlation_id, self._rewritten(self._then_refresh))
+            then = self._then_refresh(api_key, version)
+            self._forward(frame, correlation_id, self._rewritten(then))
         else:
             if api_key in _SASL:
                 self._authenticated = True  # its upstream link must not serve another client
@@ -610,9 +692,21 @@ class SidecarConnection(asyncio.Protocol):
         local = self._sidecar.local_address
         return lambda frame: rewrite.rewrite_describe_cluster(version, frame, local)
 
-    def _then_refresh(self, frame: bytes) -> bytes:
-        self._sidecar.refresh_soon()  # CreateTopics/DeleteTopics/CreatePartitions just happened
-        return frame
+    def _then_refresh(self, api_key: int, version: int) -> Callable[[bytes], bytes]:
+        """CreateTopics/DeleteTopics/CreatePartitions just happened: re-read the cluster; the
+        topics a DeleteTopics deleted are gone at once (Sidecar.observe_metadata)."""
+        sidecar = self._sidecar
+
+        def answer(frame: bytes) -> bytes:
+            sidecar.refresh_soon()
+            if api_key == DELETE_TOPICS:
+                try:
+                    sidecar.topics_deleted(rewrite.deleted_topics(version, frame, sidecar.topics))
+                except RewriteError as exc:  # the refreshes notice the deletion later
+                    log.warning("cannot read a DeleteTopics answer: %s", exc)
+            return frame
+
+        return answer
 
     def _acks(self, frame: bytes, version: int) -> int:
         try:

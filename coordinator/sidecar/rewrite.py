@@ -82,6 +82,7 @@ _KIO_NAMES: Final = {  # kio's module name and class name prefix for each API th
     FIND_COORDINATOR: ("find_coordinator", "FindCoordinator"),
     API_VERSIONS: ("api_versions", "ApiVersions"),
     DESCRIBE_CLUSTER: ("describe_cluster", "DescribeCluster"),
+    DELETE_TOPICS: ("delete_topics", "DeleteTopics"),  # kio has v1-v6
 }
 VERSION_CAPS: Final = {
     PRODUCE: 9,  # v10 adds NodeEndpoints (KIP-951)
@@ -288,7 +289,10 @@ def response_header_bytes(api_key: int, version: int) -> int:
 
 def decode_response(api_key: int, version: int, frame: bytes) -> Any:
     """The kio entity in a framed response. Raises RewriteError."""
-    cls = response_class(api_key, version)
+    try:
+        cls = response_class(api_key, version)
+    except (KeyError, ImportError):
+        raise RewriteError(f"api {api_key} v{version} responses are not read here") from None
     offset = 4 + response_header_bytes(api_key, version)
     if offset == 9:
         try:
@@ -444,6 +448,21 @@ def topic_infos(response: Any) -> tuple[list[TopicInfo], list[str], dict[tuple[s
             )
         )
     return known, missing, leaders
+
+
+def deleted_topics(version: int, frame: bytes, known: Mapping[str, TopicInfo]) -> list[str]:
+    """The topics a framed DeleteTopics response says were deleted (error NONE), by name; a v6+
+    answer naming only the id is matched against `known`. Raises RewriteError."""
+    response = decode_response(DELETE_TOPICS, version, frame)
+    by_id = {info.topic_id: name for name, info in known.items()}
+    names = []
+    for result in response.responses:
+        if result.error_code != ErrorCode.none:
+            continue
+        name = result.name or by_id.get(getattr(result, "topic_id", None))  # type: ignore[arg-type]
+        if name:
+            names.append(name)
+    return names
 
 
 # --------------------------------------------------------------------------------------------------

@@ -26,9 +26,12 @@ from tests.support.sidecar_util import (
     Relay,
     Sidecar,
     Stack,
+    commit,
+    commit_request,
     create_topic,
+    fetch,
     kio,
-    offset_fetch,
+    readyz,
     stack,
 )
 
@@ -75,35 +78,6 @@ async def settled(stack: Stack, sidecars: list[Sidecar], timeout: float = 60) ->
 
     await rc.wait_until(done, timeout, "the fleet to serve every state partition once",
                         interval=0.2, explain=stack.explain)
-
-
-def commit_request(group: str, topic: str, offsets: dict[int, int]) -> Any:
-    """OffsetCommit v8 as an admin tool sends it (no member, generation -1)."""
-    return kio(8, 8, "OffsetCommitRequest", group_id=group, generation_id_or_member_epoch=-1,
-               member_id="", group_instance_id=None, topics=(
-                   kio(8, 8, "OffsetCommitRequestTopic", name=topic, partitions=tuple(
-                       kio(8, 8, "OffsetCommitRequestPartition", partition_index=p,
-                           committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
-                       for p, o in offsets.items())),))
-
-
-async def commit(port: int, group: str, topic: str, offsets: dict[int, int]) -> int:
-    """`commit_request` via `port`: the error code."""
-    client = await RawClient.connect(port)
-    try:
-        response = await client.call(commit_request(group, topic, offsets))
-    finally:
-        client.close()
-    codes = {p.error_code for t in response.topics for p in t.partitions}
-    return max(codes, key=abs)
-
-
-async def fetch(port: int, group: str, topic: str, partitions: int) -> dict[int, int] | int:
-    """The group's committed offsets via `port`, or the error code."""
-    response = await offset_fetch(port, group, topic, partitions)
-    if response.error_code:
-        return int(response.error_code)
-    return {p.partition_index: p.committed_offset for p in response.topics[0].partitions}
 
 
 async def describe(port: int, group: str) -> Any:
@@ -305,15 +279,6 @@ def rc_error_code(frame: bytes) -> int:
     return int(response.topics[0].partitions[0].error_code)
 
 
-def readyz(s: Sidecar) -> tuple[int, str]:
-    url = f"http://127.0.0.1:{s.metrics_port}/readyz"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
 async def test_a_member_started_before_its_upstream_waits_for_it(stack: Stack) -> None:
     relay_port = rc.free_port()
     tansu = stack.tansu(advertised=relay_port)
@@ -323,7 +288,7 @@ async def test_a_member_started_before_its_upstream_waits_for_it(stack: Stack) -
     await rc.wait_until(lambda: "fleet cannot start yet" in member.log(), 20,
                         "the member to report the upstream missing")
     status, text = readyz(member)
-    assert status == 503 and text.startswith("fleet:"), (status, text)
+    assert status == 503 and text.startswith("upstream unreachable: "), (status, text)
     group_answer = await fetch(member.port, "early", "t", 1)
     assert group_answer == NOT_COORDINATOR  # clients retry until the fleet is up
 

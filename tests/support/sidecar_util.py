@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -129,6 +130,16 @@ class Relay:
 # -------------------------------------------------------------------------------------- sidecar
 
 
+def readyz(s: Sidecar) -> tuple[int, str]:
+    url = f"http://127.0.0.1:{s.metrics_port}/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+
 @dataclass
 class Sidecar:
     port: int
@@ -148,6 +159,12 @@ class Sidecar:
         url = f"http://{HOST}:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as response:
             return str(response.read().decode())
+
+    def upstream(self) -> dict[str, Any]:
+        """The sidecar's /upstream document: the upstream as it sees it."""
+        url = f"http://{HOST}:{self.metrics_port}/upstream"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return dict(json.loads(response.read()))
 
     def groups(self) -> list[dict[str, Any]]:
         url = f"http://{HOST}:{self.metrics_port}/groups"
@@ -361,6 +378,35 @@ async def offset_fetch(port: int, group: str, topic: str, partitions: int) -> An
         return await client.call(request)
     finally:
         client.close()
+
+
+def commit_request(group: str, topic: str, offsets: dict[int, int]) -> Any:
+    """OffsetCommit v8 as an admin tool sends it (no member, generation -1)."""
+    return kio(8, 8, "OffsetCommitRequest", group_id=group, generation_id_or_member_epoch=-1,
+               member_id="", group_instance_id=None, topics=(
+                   kio(8, 8, "OffsetCommitRequestTopic", name=topic, partitions=tuple(
+                       kio(8, 8, "OffsetCommitRequestPartition", partition_index=p,
+                           committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
+                       for p, o in offsets.items())),))
+
+
+async def commit(port: int, group: str, topic: str, offsets: dict[int, int]) -> int:
+    """`commit_request` via `port`: the error code."""
+    client = await RawClient.connect(port)
+    try:
+        response = await client.call(commit_request(group, topic, offsets))
+    finally:
+        client.close()
+    codes = {p.error_code for t in response.topics for p in t.partitions}
+    return max(codes, key=abs)
+
+
+async def fetch(port: int, group: str, topic: str, partitions: int) -> dict[int, int] | int:
+    """The group's committed offsets via `port`, or the error code."""
+    response = await offset_fetch(port, group, topic, partitions)
+    if response.error_code:
+        return int(response.error_code)
+    return {p.partition_index: p.committed_offset for p in response.topics[0].partitions}
 
 
 def kio(api_key: int, version: int, cls_name: str, /, **fields: Any) -> Any:

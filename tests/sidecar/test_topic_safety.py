@@ -1,0 +1,131 @@
+"""Sidecar mode: a topic, and its committed offsets, are deleted only when the deletion is certain
+(issue 24, item 1), and /readyz means "the upstream answers" (item 2).
+
+The defect these pin: an upstream restarted empty (tansu 0.6.0 keeps data in memory only; a
+Kafka broker answering before its topics are loaded looks the same) was read as "every topic
+deleted" within milliseconds of coming back, and every group's offsets went with them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import realclients as rc
+from tests.support.sidecar_util import (
+    Stack,
+    commit,
+    create_topic,
+    delete_topic,
+    fetch,
+    readyz,
+    stack,
+)
+
+pytestmark = pytest.mark.clients
+__all__ = ["stack"]
+
+TOPIC, GROUPS, PARTITIONS = "t5", ("g5", "g6"), 3
+OFFSETS = {0: 10, 1: 20, 2: 30}
+
+
+async def committed_everywhere(port: int) -> dict[str, dict[int, int] | int]:
+    return {g: await fetch(port, g, TOPIC, PARTITIONS) for g in GROUPS}
+
+
+async def test_an_upstream_restarted_empty_deletes_no_offsets(stack: Stack) -> None:
+    tansu = stack.tansu()
+    sidecar = stack.sidecar(tansu.bootstrap)  # the default delay before a deletion: 60 s
+    await create_topic(sidecar.bootstrap, TOPIC, PARTITIONS)
+    await rc.wait_until(lambda: TOPIC in sidecar.log(), 10, "the sidecar to see the topic")
+    for group in GROUPS:
+        assert await commit(sidecar.port, group, TOPIC, OFFSETS) == 0
+    before = await committed_everywhere(sidecar.port)
+    assert before == dict.fromkeys(GROUPS, OFFSETS)
+    assert readyz(sidecar)[0] == 200
+
+    tansu.kill()  # the upstream goes away: not ready, and nothing is deleted
+    await rc.wait_until(lambda: readyz(sidecar)[0] == 503, 10, "/readyz to say unreachable")
+    status, why = readyz(sidecar)
+    assert "upstream unreachable" in why, why
+    assert sidecar.upstream()["state"] == "unreachable"
+    stack.tansu(port=tansu.port)  # ... and comes back empty, on the same address
+
+    await rc.wait_until(lambda: readyz(sidecar)[0] == 200, 15, "/readyz to say ready again")
+    absent_from = sidecar.upstream()["refreshes"]
+
+    def many_refreshes_without_it() -> bool:
+        view = sidecar.upstream()
+        return view["topics_absent"] == [TOPIC] and view["refreshes"] >= absent_from + 10
+
+    # Ten complete answers lacking the topic (the old rule deleted after two, 3 ms apart).
+    await rc.wait_until(many_refreshes_without_it, 15, "ten refreshes without the topic")
+    assert await committed_everywhere(sidecar.port) == before, sidecar.log()
+    assert "topic t5 deleted" not in sidecar.log()
+
+
+async def test_a_topic_deleted_through_the_sidecar_takes_its_offsets_at_once(stack: Stack) -> None:
+    tansu = stack.tansu()
+    sidecar = stack.sidecar(tansu.bootstrap)
+    await create_topic(sidecar.bootstrap, TOPIC, PARTITIONS)
+    await rc.wait_until(lambda: TOPIC in sidecar.log(), 10, "the sidecar to see the topic")
+    for group in GROUPS:
+        assert await commit(sidecar.port, group, TOPIC, OFFSETS) == 0
+
+    await delete_topic(sidecar.bootstrap, TOPIC)  # DeleteTopics passes through: certain
+
+    async def gone() -> bool:
+        return await committed_everywhere(sidecar.port) == dict.fromkeys(
+            GROUPS, dict.fromkeys(range(PARTITIONS), -1)
+        )
+
+    await rc.wait_until(gone, 10, "the offsets to be deleted with the topic")
+    assert "topic t5 deleted: 6 committed offsets of 2 groups deleted with it" in sidecar.log()
+
+
+async def test_a_topic_absent_upstream_for_the_whole_delay_takes_its_offsets(stack: Stack) -> None:
+    """Deleted straight on the upstream (no DeleteTopics passes through): the topic goes once it
+    has been absent from complete refreshes for --upstream-topic-delete-after-ms."""
+    tansu = stack.tansu()
+    sidecar = stack.sidecar(tansu.bootstrap, "--upstream-topic-delete-after-ms", "1500")
+    await create_topic(tansu.bootstrap, TOPIC, PARTITIONS)
+    await rc.wait_until(lambda: TOPIC in sidecar.log(), 10, "the sidecar to see the topic")
+    for group in GROUPS:
+        assert await commit(sidecar.port, group, TOPIC, OFFSETS) == 0
+
+    await delete_topic(tansu.bootstrap, TOPIC)
+    await rc.wait_until(
+        lambda: sidecar.upstream()["topics_absent"] == [TOPIC], 10, "the topic to be absent"
+    )
+    assert await committed_everywhere(sidecar.port) == dict.fromkeys(GROUPS, OFFSETS)
+
+    async def gone() -> bool:
+        return await committed_everywhere(sidecar.port) == dict.fromkeys(
+            GROUPS, dict.fromkeys(range(PARTITIONS), -1)
+        )
+
+    await rc.wait_until(gone, 15, "the offsets to be deleted after the delay")
+    line = next(x for x in sidecar.log().splitlines() if "absent from" in x)
+    seconds = float(line.split(" over ")[1].split(" s")[0])
+    assert seconds >= 1.5, line
+    assert sidecar.upstream()["topics_absent"] == []
+
+
+async def test_a_topic_recreated_upstream_under_a_new_id_takes_its_offsets(stack: Stack) -> None:
+    """A new topic id under a known name is a deletion and a creation (Metadata v10+ ids), as
+    with Kafka: the old topic's offsets do not carry over to the new one."""
+    tansu = stack.tansu()
+    sidecar = stack.sidecar(tansu.bootstrap, "--upstream-topic-delete-after-ms", "600000")
+    await create_topic(tansu.bootstrap, TOPIC, PARTITIONS)
+    await rc.wait_until(lambda: TOPIC in sidecar.log(), 10, "the sidecar to see the topic")
+    for group in GROUPS:
+        assert await commit(sidecar.port, group, TOPIC, OFFSETS) == 0
+
+    await delete_topic(tansu.bootstrap, TOPIC)
+    await create_topic(tansu.bootstrap, TOPIC, PARTITIONS)
+
+    async def gone() -> bool:
+        return await committed_everywhere(sidecar.port) == dict.fromkeys(
+            GROUPS, dict.fromkeys(range(PARTITIONS), -1)
+        )
+
+    await rc.wait_until(gone, 15, "the offsets to be deleted with the old topic")
+    assert "upstream topic t5 was re-created (new topic id)" in sidecar.log()
