@@ -1,0 +1,124 @@
+"""SASL PLAIN and SCRAM on the server side (coordinator.security.sasl).
+
+SCRAM is driven by scramp's client, and by the RFC 7677 section 3 example exchange (an
+independent, published vector: user "user", password "pencil", its salt, nonces and proofs)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from scramp import ScramClient
+
+from coordinator.security.sasl import (
+    PLAIN,
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
+    Credentials,
+    CredentialsError,
+    SaslExchange,
+    SaslFailed,
+    credentials_from,
+    make_credential,
+    parse_users_file,
+)
+
+USERS = credentials_from([("alice", "alice-secret"), ("bob", "b0b")])
+
+
+def test_plain_accepts_the_password_and_names_the_principal() -> None:
+    exchange = SaslExchange(PLAIN, USERS)
+    assert exchange.step(b"\0alice\0alice-secret") == (b"", "User:alice")
+    assert exchange.principal == "User:alice"
+    assert SaslExchange(PLAIN, USERS).step(b"alice\0alice\0alice-secret")[1] == "User:alice"
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b"\0alice\0wrong", "Invalid username or password"),
+        (b"\0nobody\0alice-secret", "Invalid username or password"),
+        (b"\0bob\0alice-secret", "Invalid username or password"),
+        (b"bob\0alice\0alice-secret", "authorization id"),
+        (b"\0alice", "3 tokens"),
+        (b"\0\0x", "empty"),
+        (b"\0\xff\0x", "UTF-8"),
+    ],
+)
+def test_plain_refuses(payload: bytes, message: str) -> None:
+    with pytest.raises(SaslFailed, match=message):
+        SaslExchange(PLAIN, USERS).step(payload)
+
+
+@pytest.mark.parametrize("mechanism", [SCRAM_SHA_256, SCRAM_SHA_512])
+def test_scram_with_a_real_client(mechanism: str) -> None:
+    client = ScramClient([mechanism], "alice", "alice-secret")
+    exchange = SaslExchange(mechanism, USERS)
+    server_first, principal = exchange.step(client.get_client_first().encode())
+    assert principal is None
+    client.set_server_first(server_first.decode())
+    server_final, principal = exchange.step(client.get_client_final().encode())
+    assert principal == "User:alice"
+    client.set_server_final(server_final.decode())  # raises if the server's signature is wrong
+
+
+@pytest.mark.parametrize(("user", "password"), [("alice", "nope"), ("mallory", "alice-secret")])
+def test_scram_refuses_a_wrong_password_or_user(user: str, password: str) -> None:
+    client = ScramClient([SCRAM_SHA_512], user, password)
+    exchange = SaslExchange(SCRAM_SHA_512, USERS)
+    with pytest.raises(SaslFailed, match="invalid credentials"):
+        server_first, _ = exchange.step(client.get_client_first().encode())
+        client.set_server_first(server_first.decode())
+        exchange.step(client.get_client_final().encode())
+    assert exchange.principal is None
+
+
+def test_scram_refuses_channel_binding_and_delegation_tokens() -> None:
+    with pytest.raises(SaslFailed, match="channel binding"):
+        SaslExchange(SCRAM_SHA_256, USERS).step(b"p=tls-unique,,n=alice,r=abc")
+    with pytest.raises(SaslFailed, match="delegation tokens"):
+        SaslExchange(SCRAM_SHA_256, USERS).step(b"n,,n=alice,r=abc,tokenauth=true")
+
+
+def test_the_rfc_7677_example_exchange() -> None:
+    """RFC 7677 section 3: SCRAM-SHA-256, user "user", password "pencil", 4096 iterations."""
+    salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+    credentials = Credentials()
+    credentials.put("user", make_credential(SCRAM_SHA_256, "pencil", 4096, salt))
+    # The server nonce is random; pinned to the RFC's.
+    exchange = SaslExchange(SCRAM_SHA_256, credentials, "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0")
+    first, _ = exchange.step(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
+    assert first == (
+        b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+        b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+    )
+    final, principal = exchange.step(
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+        b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    )
+    assert final == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    assert principal == "User:user"
+
+
+def test_credentials_are_salted_and_plain_checks_them() -> None:
+    credentials = credentials_from([("carol", "s3cret")])
+    for mechanism in (SCRAM_SHA_256, SCRAM_SHA_512):
+        c = credentials.get("carol", mechanism)
+        assert c is not None and c.iterations >= 4096 and len(c.salt) >= 16
+        assert b"s3cret" not in c.salt + c.stored_key + c.server_key
+    assert credentials.check_plain("carol", "s3cret")
+    assert not credentials.check_plain("carol", "s3cre")
+    credentials.delete("carol", SCRAM_SHA_512)
+    assert credentials.check_plain("carol", "s3cret")  # falls back to SCRAM-SHA-256
+    credentials.delete("carol", SCRAM_SHA_256)
+    assert not credentials.check_plain("carol", "s3cret") and credentials.users() == []
+
+
+def test_users_file() -> None:
+    text = "# team\nalice:pw:with:colons\n\nbob:x\n"
+    assert parse_users_file(text) == [("alice", "pw:with:colons"), ("bob", "x")]
+    for bad, line in (("alice\n", 1), ("ok:1\n:nouser\n", 2), ("a:1\na:2\n", 2), ("a:\n", 1)):
+        with pytest.raises(CredentialsError, match=f"line {line}"):
+            parse_users_file(bad)
+    with pytest.raises(CredentialsError, match="at least 4096"):
+        make_credential(SCRAM_SHA_256, "pw", iterations=100)
