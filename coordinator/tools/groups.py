@@ -1,390 +1,288 @@
-"""`groupcoord groups list|describe|fleet`: a view of consumer groups over the Kafka protocol, like
-kafka-consumer-groups.sh, for users without the Java tools. `list` and `describe` work against
-groupcoord and against any Kafka broker; `fleet` reads a groupcoord sidecar fleet's /fleet
-document over HTTP (the operator endpoint, --metrics-listen): which member owns which state
-partition, and each partition's load time.
+"""`groupcoord groups`: consumer groups over the Kafka protocol, what kafka-consumer-groups.sh and
+`rpk group` do, for users without the Java tools. Every subcommand but `fleet` works against
+groupcoord (standalone or sidecar) and against any Kafka broker:
 
-Why a small raw client on `protocol/` rather than aiokafka's admin client: aiokafka is not a
-runtime dependency (only a test one), its admin client speaks old versions (ListGroups without the
-state and type columns of KIP-518/KIP-848) and hands back member metadata and assignments as
-bytes anyway. The kio wire types behind our own codec cover every version groupcoord serves, so
-the client negotiates the highest version both sides know (ApiVersions, KIP-511) and builds each
-request with `broker.make`, which drops the fields a version does not have.
+- `list`: ListGroups to every broker in Metadata (a group lives on its coordinator only).
+- `describe GROUP... | --all-groups` with the views `--offsets` (the default: CURRENT-OFFSET,
+  LOG-END-OFFSET, LAG per partition, with the owning member), `--members [--verbose]` and
+  `--state`; several views may be asked at once.
+- `delete GROUP... | --all-groups`: DeleteGroups (the coordinator refuses a group with members).
+- `delete-offsets GROUP --topic T[:P,...]`: OffsetDelete (KIP-496).
+- `reset-offsets GROUP... | --all-groups`, a scope and a scenario (coordinator.tools.groups_reset):
+  prints the plan (--dry-run, the default); --execute commits it, refused unless the group is
+  Empty or does not exist, as Kafka does.
+- `fleet`: a groupcoord sidecar fleet's /fleet document over HTTP (the operator endpoint,
+  --metrics-listen): which member owns which state partition, and each partition's load time.
 
-Flow, as kafka-consumer-groups.sh: `list` asks Metadata for every broker and sends ListGroups to
-each (a group lives on its coordinator only); `describe` asks FindCoordinator, then sends
-DescribeGroups and OffsetFetch (all topics, v2+) to the coordinator. Retriable coordinator errors
-(COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) are retried until the
-timeout. `fleet` asks each `--url` once (several members' documents are merged: a partition's row
-comes from its owner's document, which alone knows its load time). Exit codes: 0 ok, 1 the group
-does not exist or the cluster answered an error or could not be reached (for `fleet`: an
-endpoint could not be reached, answered an error, or is not in a fleet), 2 a bad argument.
+Which client makes which call: aiokafka (a runtime dependency) where it supports the call as we
+need it: Metadata for topics, ListOffsets (earliest, latest, by time) and the reset's
+OffsetCommit (coordinator.tools.groups_log). Our own codec on `protocol/` and kio for the rest:
+FindCoordinator, ListGroups, DescribeGroups, OffsetFetch, DeleteGroups, OffsetDelete, where
+aiokafka lacks the call or loses what we show (coordinator.tools.groups_wire says which and why).
+
+The coordinator's address is FindCoordinator's answer, shown as Kafka shows it, `host:port (id)`;
+in sidecar mode that is one of the sidecar's per-broker listeners, whose port is ephemeral unless
+`--broker-port-base` is set. Exit codes: 0 ok, 1 a group does not exist, a request was refused,
+or the cluster answered an error or could not be reached (for `fleet`: an endpoint could not be
+reached, answered an error, or is not in a fleet), 2 a bad argument.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import json
-import struct
+import logging
 import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
 
-from coordinator.broker.answers import make
 from coordinator.serve.addresses import parse_host_port
 from coordinator.serve.status import FLEET_STATUSES
-from protocol import apis
-from protocol import consumer as consumer_protocol
-from protocol.varint import skip_tagged_fields
+from coordinator.tools import groups_render as render
+from coordinator.tools.groups_log import TP, ClusterLog, commit
+from coordinator.tools.groups_render import table
 
-CLIENT_ID = "groupcoord-groups"
-RETRIABLE = frozenset(
-    {
-        ErrorCode.coordinator_load_in_progress,
-        ErrorCode.coordinator_not_available,
-        ErrorCode.not_coordinator,
-    }
+# The client calls other modules (and tests) use through this one.
+__all__ = ["GroupView", "GroupsError", "add_parser", "describe_group", "list_groups", "main"]
+from coordinator.tools.groups_reset import (
+    PlanRow,
+    Scenario,
+    parse_datetime_ms,
+    parse_duration_ms,
+    parse_topic_arg,
+    plan,
+    scope,
+)
+from coordinator.tools.groups_wire import (
+    GroupsError,
+    GroupView,
+    delete_groups,
+    delete_offsets,
+    describe_group,
+    list_groups,
 )
 
-
-class GroupsError(Exception):
-    """Something to report in one line (exit code 1)."""
-
-
-class RetriableError(GroupsError):
-    pass
-
-
-# -- a one-request-at-a-time Kafka connection ---------------------------------------------------
-
-
-class KafkaConnection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
-        self._correlation_id = 0
-        self.versions: dict[int, tuple[int, int]] = {}
-
-    @classmethod
-    async def open(cls, host: str, port: int, timeout_s: float) -> KafkaConnection:
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-        except (OSError, TimeoutError) as exc:
-            raise GroupsError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
-        conn = cls(reader, writer)
-        # ApiVersions v0: every broker answers it, whatever it supports (KIP-511).
-        response = await conn._call(apis.API_VERSIONS, 0, {}, timeout_s)
-        if response.error_code != ErrorCode.none:
-            raise GroupsError(f"ApiVersions failed: {response.error_code.name}")
-        conn.versions = {
-            int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
-        }
-        return conn
-
-    def version(self, api_key: int) -> int:
-        """The highest version both the broker and our API table know."""
-        spec = apis.APIS[api_key]
-        low, high = self.versions.get(api_key, (0, -1))
-        version = min(high, spec.max_version)
-        if version < max(low, spec.min_version):
-            raise GroupsError(f"the broker does not support {spec.name} in a version we know")
-        return version
-
-    async def call(self, api_key: int, timeout_s: float, **fields: Any) -> Any:
-        return await self._call(api_key, self.version(api_key), fields, timeout_s)
-
-    async def _call(
-        self, api_key: int, version: int, fields: dict[str, Any], timeout_s: float
-    ) -> Any:
-        self._correlation_id += 1
-        request = make(apis.request_class(api_key, version), **fields)
-        buffer = io.BytesIO()
-        flexible = apis.is_flexible(api_key, version)
-        client_id = CLIENT_ID.encode()
-        buffer.write(struct.pack(">hhih", api_key, version, self._correlation_id, len(client_id)))
-        buffer.write(client_id)
-        if flexible:
-            buffer.write(b"\x00")  # request header v2: no tagged fields
-        entity_writer(type(request))(buffer, request)
-        body = buffer.getvalue()
-        self._writer.write(struct.pack(">i", len(body)) + body)
-        try:
-            await self._writer.drain()
-            head = await asyncio.wait_for(self._reader.readexactly(4), timeout_s)
-            frame = await asyncio.wait_for(
-                self._reader.readexactly(struct.unpack(">i", head)[0]), timeout_s
-            )
-        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
-            raise GroupsError(f"no answer to {apis.APIS[api_key].name}: {exc!r}") from None
-        (correlation_id,) = struct.unpack_from(">i", frame)
-        if correlation_id != self._correlation_id:
-            raise GroupsError(f"correlation id {correlation_id} != {self._correlation_id}")
-        offset = 4
-        if flexible and api_key != apis.API_VERSIONS:  # response header v1 (KIP-511 exception)
-            offset = skip_tagged_fields(frame, offset)
-        response: Any
-        response, _ = entity_reader(apis.response_class(api_key, version))(frame, offset)
-        return response
-
-    def close(self) -> None:
-        self._writer.close()
+# Kafka's words for the errors these commands meet (org.apache.kafka.common.protocol.Errors).
+ERROR_MESSAGES = {
+    ErrorCode.non_empty_group: "The group is not empty.",
+    ErrorCode.group_id_not_found: "The group id does not exist.",
+    ErrorCode.group_subscribed_to_topic: "The consumer group is actively subscribed to the topic.",
+    ErrorCode.unknown_topic_or_partition: "This server does not host this topic-partition.",
+    ErrorCode.invalid_group_id: "The configured groupId is invalid.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+}
+INACTIVE = ("Empty", "Dead")  # the states in which Kafka lets offsets be reset
 
 
-# -- what the commands gather --------------------------------------------------------------------
+def error_text(code: ErrorCode) -> str:
+    message = ERROR_MESSAGES.get(code)
+    return f"{code.name.upper()}: {message}" if message else code.name.upper()
 
 
-@dataclass
-class MemberView:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    host: str
-    assignment: dict[str, list[int]]
+class Out:
+    """stdout for the result, stderr for notes and errors, each line prefixed `groupcoord:`."""
+
+    status = 0
+
+    def note(self, text: str) -> None:
+        print(f"groupcoord: {text}", file=sys.stderr)
+
+    def error(self, text: str) -> None:
+        self.status = 1
+        self.note(text)
 
 
-@dataclass
-class GroupView:
-    group_id: str
-    coordinator: str
-    state: str
-    protocol_type: str
-    protocol: str
-    members: list[MemberView] = field(default_factory=list)
-    offsets: dict[str, dict[int, int]] = field(default_factory=dict)  # topic -> partition -> off
+# -- describe -------------------------------------------------------------------------------------
 
 
-async def _with_retries(timeout_s: float, attempt: Any) -> Any:
-    deadline = time.monotonic() + timeout_s
-    delay = 0.05
-    while True:
-        try:
-            return await attempt()
-        except RetriableError:
-            if time.monotonic() + delay > deadline:
-                raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+async def _names(args: argparse.Namespace, host: str, port: int, timeout_s: float) -> list[str]:
+    if args.all_groups:
+        return [g["group_id"] for g in await list_groups(host, port, timeout_s)]
+    return list(dict.fromkeys(args.group))
 
 
-async def list_groups(host: str, port: int, timeout_s: float) -> list[dict[str, str]]:
-    bootstrap = await KafkaConnection.open(host, port, timeout_s)
+async def _log_end(
+    args: argparse.Namespace, views: list[GroupView], timeout_s: float, out: Out
+) -> dict[TP, int]:
+    """The log end offset of every partition the groups own or committed, from the cluster that
+    holds the data; without it (unreachable, a partition without a leader) LOG-END-OFFSET and LAG
+    are `-`, with a note."""
+    tps = sorted({tp for v in views for tp in _partitions(v)})
+    if not tps:
+        return {}
     try:
-        metadata = await bootstrap.call(
-            apis.METADATA, timeout_s, topics=(), allow_auto_topic_creation=False,
-            include_topic_authorized_operations=False,
-            include_cluster_authorized_operations=False,
-        )  # fmt: skip
-    finally:
-        bootstrap.close()
-    groups: dict[str, dict[str, str]] = {}
-    for node in metadata.brokers:
-
-        async def attempt(node: Any = node) -> Any:
-            conn = await KafkaConnection.open(node.host, int(node.port), timeout_s)
-            try:
-                response = await conn.call(apis.LIST_GROUPS, timeout_s)
-            finally:
-                conn.close()
-            if response.error_code in RETRIABLE:
-                raise RetriableError(f"ListGroups: {response.error_code.name}")
-            if response.error_code != ErrorCode.none:
-                raise GroupsError(f"ListGroups: {response.error_code.name}")
-            return response
-
-        response = await _with_retries(timeout_s, attempt)
-        for g in response.groups:
-            groups[g.group_id] = {
-                "group_id": g.group_id,
-                "type": getattr(g, "group_type", "") or "-",
-                "state": getattr(g, "group_state", "") or "-",
-                "protocol_type": g.protocol_type or "-",
-            }
-    return [groups[name] for name in sorted(groups)]
+        async with ClusterLog(args.bootstrap_server, timeout_s) as log:
+            return await log.latest(log.known(tps))
+    except GroupsError as exc:
+        out.note(f"warning: no log end offsets: {exc}")
+        return {}
 
 
-async def describe_group(host: str, port: int, group: str, timeout_s: float) -> GroupView:
-    async def attempt() -> GroupView:
-        coordinator = await _find_coordinator(host, port, group, timeout_s)
-        conn = await KafkaConnection.open(coordinator[0], coordinator[1], timeout_s)
-        try:
-            return await _describe_on(conn, f"{coordinator[0]}:{coordinator[1]}", group, timeout_s)
-        finally:
-            conn.close()
-
-    result: GroupView = await _with_retries(timeout_s, attempt)
-    return result
+def _partitions(view: GroupView) -> set[TP]:
+    committed = {(t, p) for t, ps in (view.offsets or {}).items() for p in ps}
+    return committed | set(view.assigned())
 
 
-async def _find_coordinator(host: str, port: int, group: str, timeout_s: float) -> tuple[str, int]:
-    conn = await KafkaConnection.open(host, port, timeout_s)
-    try:
-        response = await conn.call(
-            apis.FIND_COORDINATOR, timeout_s, key=group, key_type=0, coordinator_keys=(group,)
-        )
-    finally:
-        conn.close()
-    found = response.coordinators[0] if hasattr(response, "coordinators") else response
-    if found.error_code in RETRIABLE:
-        raise RetriableError(f"FindCoordinator: {found.error_code.name}")
-    if found.error_code != ErrorCode.none:
-        raise GroupsError(f"FindCoordinator: {found.error_code.name}")
-    return found.host, int(found.port)
-
-
-async def _describe_on(
-    conn: KafkaConnection, where: str, group: str, timeout_s: float
-) -> GroupView:
-    described = await conn.call(
-        apis.DESCRIBE_GROUPS, timeout_s, groups=(group,), include_authorized_operations=False
-    )
-    g = described.groups[0]
-    if g.error_code in RETRIABLE:
-        raise RetriableError(f"DescribeGroups: {g.error_code.name}")
-    if g.error_code != ErrorCode.none:
-        raise GroupsError(f"DescribeGroups: {g.error_code.name}")
-    consumer = g.protocol_type in ("consumer", "")
-    view = GroupView(group, where, g.group_state, g.protocol_type, g.protocol_data)
-    for m in g.members:
-        assignment = (
-            (consumer_protocol.assignment_partitions(m.member_assignment) or {}) if consumer else {}
-        )
-        view.members.append(
-            MemberView(
-                m.member_id,
-                getattr(m, "group_instance_id", None),
-                m.client_id,
-                m.client_host,
-                assignment,
-            )
-        )
-    view.offsets = await _committed(conn, group, view, timeout_s)
-    return view
-
-
-async def _committed(
-    conn: KafkaConnection, group: str, view: GroupView, timeout_s: float
-) -> dict[str, dict[int, int]]:
-    version = conn.version(apis.OFFSET_FETCH)
-    if version >= 8:  # KIP-709: batched by group
-        response = await conn.call(
-            apis.OFFSET_FETCH,
-            timeout_s,
-            groups=(make(_nested_request(apis.OFFSET_FETCH, version, "Group"), group_id=group,
-                         topics=None),),
-        )  # fmt: skip
-        result = response.groups[0]
-    else:
-        topics: Any = None  # v2+: null = every topic with a committed offset
-        if version < 2:
-            cls = _nested_request(apis.OFFSET_FETCH, version, "Topic")
-            topics = tuple(
-                make(cls, name=t, partition_indexes=tuple(ps)) for t, ps in _assigned(view).items()
-            )
-        result = response = await conn.call(
-            apis.OFFSET_FETCH, timeout_s, group_id=group, topics=topics
-        )
-    error = getattr(result, "error_code", ErrorCode.none)
-    if error in RETRIABLE:
-        raise RetriableError(f"OffsetFetch: {error.name}")
-    if error != ErrorCode.none:
-        raise GroupsError(f"OffsetFetch: {error.name}")
-    offsets: dict[str, dict[int, int]] = {}
-    for topic in result.topics:
-        for p in topic.partitions:
-            if p.error_code == ErrorCode.none and int(p.committed_offset) >= 0:
-                offsets.setdefault(topic.name, {})[int(p.partition_index)] = int(p.committed_offset)
-    return offsets
-
-
-def _nested_request(api_key: int, version: int, suffix: str) -> type:
-    module = apis.request_module(api_key, version)
-    for name, value in vars(module).items():
-        if name.startswith("OffsetFetchRequest") and name.rstrip("s").endswith(suffix):
-            return value  # type: ignore[no-any-return]
-    raise LookupError(f"no {suffix} class in {module.__name__}")
-
-
-def _assigned(view: GroupView) -> dict[str, list[int]]:
-    out: dict[str, set[int]] = {}
-    for m in view.members:
-        for topic, partitions in m.assignment.items():
-            out.setdefault(topic, set()).update(partitions)
-    return {t: sorted(ps) for t, ps in sorted(out.items())}
-
-
-# -- output ---------------------------------------------------------------------------------------
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *rows]
-    )
-
-
-def _assignment_text(assignment: dict[str, list[int]]) -> str:
-    if not assignment:
-        return "-"
-    return " ".join(
-        f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(assignment.items())
-    )
-
-
-def render_describe(view: GroupView) -> str:
-    state = table(
-        ["GROUP", "COORDINATOR", "STATE", "PROTOCOL-TYPE", "ASSIGNMENT-STRATEGY", "#MEMBERS"],
-        [[view.group_id, view.coordinator, view.state, view.protocol_type or "-",
-          view.protocol or "-", str(len(view.members))]],
-    )  # fmt: skip
-    members = table(
-        ["MEMBER-ID", "GROUP-INSTANCE-ID", "CLIENT-ID", "HOST", "#PARTITIONS", "ASSIGNMENT"],
-        [[m.member_id, m.group_instance_id or "-", m.client_id, m.host,
-          str(sum(len(p) for p in m.assignment.values())), _assignment_text(m.assignment)]
-         for m in sorted(view.members, key=lambda m: m.member_id)],
-    )  # fmt: skip
-    owner = {(t, p): m for m in view.members for t, ps in m.assignment.items() for p in ps}
-    keys = sorted({(t, p) for t, ps in view.offsets.items() for p in ps} | set(owner))
-    offsets = table(
-        ["TOPIC", "PARTITION", "CURRENT-OFFSET", "MEMBER-ID", "HOST", "CLIENT-ID"],
-        [[t, str(p), str(view.offsets.get(t, {}).get(p, "-")),
-          owner[t, p].member_id if (t, p) in owner else "-",
-          owner[t, p].host if (t, p) in owner else "-",
-          owner[t, p].client_id if (t, p) in owner else "-"] for t, p in keys],
-    )  # fmt: skip
-    return f"{state}\n\n{members}\n\n{offsets}"
-
-
-def view_json(view: GroupView) -> dict[str, Any]:
-    return {
-        "group_id": view.group_id,
-        "coordinator": view.coordinator,
-        "state": view.state,
-        "protocol_type": view.protocol_type,
-        "protocol": view.protocol,
-        "members": [
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.group_instance_id,
-                "client_id": m.client_id,
-                "host": m.host,
-                "assignment": m.assignment,
-            }
-            for m in view.members
-        ],
-        "offsets": {
-            t: {str(p): o for p, o in sorted(ps.items())} for t, ps in view.offsets.items()
-        },
+async def _describe(
+    args: argparse.Namespace, host: str, port: int, timeout_s: float, out: Out
+) -> None:
+    views_asked = [v for v in ("state", "members", "offsets") if getattr(args, v)] or ["offsets"]
+    with_offsets = "offsets" in views_asked
+    views: list[GroupView] = []
+    for name in await _names(args, host, port, timeout_s):
+        view = await describe_group(host, port, name, timeout_s, offsets=with_offsets)
+        if view.state == "Dead":  # what DescribeGroups says of a group that does not exist
+            out.error(f"consumer group {name!r} does not exist")
+            continue
+        views.append(view)
+        if not args.json and view.state == "Empty":
+            out.note(f"consumer group {name!r} has no active members")
+        elif not args.json and "Rebalance" in view.state:
+            out.note(f"warning: consumer group {name!r} is rebalancing")
+    log_end = await _log_end(args, views, timeout_s, out) if with_offsets else {}
+    rows = {v.group_id: render.offset_rows(v, log_end) for v in views} if with_offsets else {}
+    if args.json:
+        print(json.dumps([render.view_json(v, rows.get(v.group_id)) for v in views], indent=2))
+        return
+    sections: dict[str, Callable[[GroupView], str]] = {
+        "state": render.render_state,
+        "members": lambda v: render.render_members(v, args.verbose),
+        "offsets": lambda v: render.render_offsets(rows[v.group_id]),
     }
+    blocks = [sections[name](v) for v in views for name in views_asked]
+    if blocks:
+        print("\n\n".join(blocks))
+
+
+# -- delete, delete-offsets -----------------------------------------------------------------------
+
+
+async def _delete(
+    args: argparse.Namespace, host: str, port: int, timeout_s: float, out: Out
+) -> None:
+    names = await _names(args, host, port, timeout_s)
+    if not names:  # --all-groups of a cluster without groups
+        print("[]" if args.json else "No consumer groups to delete.")
+        return
+    results = await delete_groups(host, port, names, timeout_s)
+    if args.json:
+        print(json.dumps([{"group_id": g, "error": None if e == ErrorCode.none else e.name.upper()}
+                          for g, e in results.items()], indent=2))  # fmt: skip
+    failed = {g: e for g, e in results.items() if e != ErrorCode.none}
+    deleted = ", ".join(f"'{g}'" for g, e in results.items() if e == ErrorCode.none)
+    if failed:
+        out.error("deletion of some consumer groups failed:\n" + "\n".join(
+            f"* Group '{g}' could not be deleted due to: {error_text(e)}"
+            for g, e in failed.items()))  # fmt: skip
+    if args.json:
+        return
+    if not failed:
+        print(f"Deletion of requested consumer groups ({deleted}) was successful.")
+    elif deleted:
+        print(f"These consumer groups were deleted successfully: {deleted}")
+
+
+async def _delete_offsets(
+    args: argparse.Namespace, host: str, port: int, timeout_s: float, out: Out
+) -> None:
+    group = args.group[0]
+    view = await describe_group(host, port, group, timeout_s)
+    committed = view.offsets or {}
+    wanted: dict[str, list[int]] = {}
+    unknown: list[str] = []
+    async with ClusterLog(args.bootstrap_server, timeout_s) as log:
+        for topic, asked in args.topic:
+            # no partitions named: every partition in Metadata or with a committed offset
+            found = (
+                set(asked)
+                if asked is not None
+                else ((log.partitions(topic) or set()) | set(committed.get(topic, {})))
+            )
+            if not found:
+                unknown.append(topic)
+                continue
+            wanted[topic] = sorted(set(wanted.get(topic, [])) | found)
+    top, results = (
+        await delete_offsets(host, port, group, wanted, timeout_s)
+        if wanted else (ErrorCode.none, {})
+    )  # fmt: skip
+    rows = [(t, str(p), e) for (t, p), e in sorted(results.items())]
+    rows += [(t, render.MISSING, ErrorCode.unknown_topic_or_partition) for t in unknown]
+    failed = top != ErrorCode.none or any(e != ErrorCode.none for _, _, e in rows)
+    if top != ErrorCode.none:
+        out.error(error_text(top))
+    elif failed:
+        out.error("encountered some partition-level error, see the follow-up details")
+    if args.json:
+        print(json.dumps({
+            "group_id": group, "error": None if top == ErrorCode.none else top.name.upper(),
+            "partitions": [{"topic": t, "partition": None if p == render.MISSING else int(p),
+                            "error": None if e == ErrorCode.none else e.name.upper()}
+                           for t, p, e in rows],
+        }, indent=2))  # fmt: skip
+        return
+    if not failed:
+        print(f"Request succeeded for deleting offsets from group {group}.")
+    print(table(["TOPIC", "PARTITION", "STATUS"],
+                [[t, p, "Successful" if e == ErrorCode.none else f"Error: {error_text(e)}"]
+                 for t, p, e in rows]))  # fmt: skip
+
+
+# -- reset-offsets --------------------------------------------------------------------------------
+
+
+def _scenario(args: argparse.Namespace, now_ms: int) -> Scenario:
+    if args.to_earliest:
+        return Scenario("earliest")
+    if args.to_latest:
+        return Scenario("latest")
+    if args.to_offset is not None:
+        return Scenario("offset", args.to_offset)
+    if args.shift_by is not None:
+        return Scenario("shift", args.shift_by)
+    if args.to_datetime is not None:
+        return Scenario("time", args.to_datetime)
+    return Scenario("time", now_ms - args.by_duration)
+
+
+async def _reset(
+    args: argparse.Namespace, host: str, port: int, timeout_s: float, out: Out
+) -> None:
+    scenario = _scenario(args, int(time.time() * 1000))
+    topics = None if args.all_topics else list(args.topic)
+    plans: list[PlanRow] = []
+    names = await _names(args, host, port, timeout_s)
+    async with ClusterLog(args.bootstrap_server, timeout_s) as log:
+        for name in names:
+            view = await describe_group(host, port, name, timeout_s)
+            if view.state not in INACTIVE:
+                refusal = (f"Assignments can only be reset if the group '{name}' is inactive, "
+                           f"but the current state is {view.state}.")  # fmt: skip
+                if args.execute:
+                    out.error(refusal)
+                    continue
+                out.note(f"warning: --execute would be refused: {refusal}")
+            warnings: list[str] = []
+            rows = await plan(log, name, scope(log, topics, view.offsets or {}), view.offsets or {},
+                              scenario, warnings)  # fmt: skip
+            for warning in warnings:
+                out.note(f"warning: {warning}")
+            if args.execute and rows:
+                offsets = {(r.topic, r.partition): r.new_offset for r in rows}
+                await commit(args.bootstrap_server, name, offsets, timeout_s)
+            plans.extend(rows)
+    if args.json:
+        print(json.dumps({"executed": bool(args.execute), "offsets": render.plan_json(plans)},
+                         indent=2))  # fmt: skip
+    elif plans or not out.status:
+        print(render.render_plan(plans))
 
 
 # -- the fleet (HTTP: /fleet) ---------------------------------------------------------------------
@@ -516,9 +414,28 @@ def _fleet_main(args: argparse.Namespace) -> int:
 # -- the command ----------------------------------------------------------------------------------
 
 
+def _arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse `type` whose ValueError message is shown as is (exit code 2)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+def _groups_arg(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("group", metavar="GROUP", nargs="*", help=help_text)
+    parser.add_argument("--all-groups", action="store_true", help="every group of the cluster")
+
+
 def add_parser(sub: Any) -> None:
     groups = sub.add_parser(
-        "groups", help="list or describe consumer groups (over Kafka), or show a sidecar fleet"
+        "groups",
+        help="list, describe, delete or reset consumer groups (over Kafka), or show a sidecar "
+        "fleet",
     )
     groups_sub = groups.add_subparsers(dest="groups_command", required=True)
     common = argparse.ArgumentParser(add_help=False)
@@ -533,12 +450,65 @@ def add_parser(sub: Any) -> None:
     )
     common.add_argument("--json", action="store_true", help="print JSON instead of tables")
     groups_sub.add_parser("list", parents=[common], help="every group with its state and type")
+
     describe = groups_sub.add_parser(
-        "describe",
-        parents=[common],
-        help="a group's state, members, assignments and committed offsets",
+        "describe", parents=[common],
+        help="groups' committed offsets, log end offsets and lag (default), members, state",
+    )  # fmt: skip
+    _groups_arg(describe, "the groups to describe")
+    describe.add_argument("--offsets", action="store_true",
+                          help="per partition: CURRENT-OFFSET, LOG-END-OFFSET, LAG, owner "
+                          "(the default view)")  # fmt: skip
+    describe.add_argument("--members", action="store_true", help="the members")
+    describe.add_argument("--state", action="store_true", help="state, coordinator, strategy")
+    describe.add_argument("--verbose", action="store_true",
+                          help="with --members: each member's assignment")  # fmt: skip
+
+    delete = groups_sub.add_parser(
+        "delete", parents=[common], help="delete groups and their offsets (groups without members)"
     )
-    describe.add_argument("group", metavar="GROUP")
+    _groups_arg(delete, "the groups to delete")
+
+    delete_offsets_ = groups_sub.add_parser(
+        "delete-offsets", parents=[common], help="delete a group's committed offsets of topics"
+    )
+    delete_offsets_.add_argument("group", metavar="GROUP", nargs=1)
+    delete_offsets_.add_argument(
+        "--topic", action="append", required=True, type=_arg(parse_topic_arg),
+        metavar="TOPIC[:P,P]", help="a topic, or some of its partitions (repeatable)",
+    )  # fmt: skip
+
+    reset = groups_sub.add_parser(
+        "reset-offsets", parents=[common],
+        help="plan (--dry-run, default) or commit (--execute) new offsets for inactive groups",
+    )  # fmt: skip
+    _groups_arg(reset, "the groups to reset")
+    where = reset.add_mutually_exclusive_group(required=True)
+    where.add_argument("--topic", action="append", type=_arg(parse_topic_arg),
+                       metavar="TOPIC[:P,P]", help="a topic, or some of its partitions "
+                       "(repeatable)")  # fmt: skip
+    where.add_argument("--all-topics", action="store_true",
+                       help="every partition the group has a committed offset for")  # fmt: skip
+    to = reset.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    to.add_argument("--to-latest", action="store_true", help="the log end offset")
+    to.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log)")
+    to.add_argument("--shift-by", type=int, metavar="N",
+                    help="the committed offset + N (N may be negative; clamped)")  # fmt: skip
+    to.add_argument("--to-datetime", type=_arg(parse_datetime_ms), metavar="ISO",
+                    help="the first offset at or after YYYY-MM-DDTHH:mm:SS[.sss][Z|+hh:mm] "
+                    "(local time without a zone)")  # fmt: skip
+    to.add_argument(
+        "--by-duration",
+        type=_arg(parse_duration_ms),
+        metavar="DURATION",
+        help="the first offset at or after now - DURATION (PnDTnHnMnS, or 1h30m)",
+    )
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan only (default)")
+    mode.add_argument("--execute", action="store_true",
+                      help="commit the plan (the group must be Empty or not exist)")  # fmt: skip
+
     fleet = groups_sub.add_parser(
         "fleet",
         help="a sidecar fleet: which member owns which state partition, and load times "
@@ -557,6 +527,14 @@ def add_parser(sub: Any) -> None:
     fleet.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
+COMMANDS = {
+    "describe": _describe,
+    "delete": _delete,
+    "delete-offsets": _delete_offsets,
+    "reset-offsets": _reset,
+}
+
+
 def main(args: argparse.Namespace) -> int:
     if args.groups_command == "fleet":
         return _fleet_main(args)
@@ -565,23 +543,30 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"groupcoord: --bootstrap-server: {exc}", file=sys.stderr)
         return 2
+    if args.groups_command in ("describe", "delete", "reset-offsets") and (
+        bool(args.group) == bool(args.all_groups)
+    ):
+        print("groupcoord: name the groups (GROUP...) or give --all-groups", file=sys.stderr)
+        return 2
+    # aiokafka logs its retries at WARNING; the commands report what matters in their own words.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     timeout_s = args.timeout_ms / 1000
+    out = Out()
     try:
         if args.groups_command == "list":
-            rows = asyncio.run(list_groups(host, port, timeout_s))
-            if args.json:
-                print(json.dumps(rows, indent=2))
-            else:
-                header = ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"]
-                keys = ("group_id", "type", "state", "protocol_type")
-                print(table(header, [[r[k] for k in keys] for r in rows]))
-            return 0
-        view = asyncio.run(describe_group(host, port, args.group, timeout_s))
+            _print_list(asyncio.run(list_groups(host, port, timeout_s)), args.json)
+        else:
+            asyncio.run(COMMANDS[args.groups_command](args, host, port, timeout_s, out))
     except GroupsError as exc:
         print(f"groupcoord: {exc}", file=sys.stderr)
         return 1
-    if view.state == "Dead":  # what DescribeGroups says of a group that does not exist
-        print(f"groupcoord: consumer group {args.group!r} does not exist", file=sys.stderr)
-        return 1
-    print(json.dumps(view_json(view), indent=2) if args.json else render_describe(view))
-    return 0
+    return out.status
+
+
+def _print_list(rows: list[dict[str, str]], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    header = ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"]
+    keys = ("group_id", "type", "state", "protocol_type")
+    print(table(header, [[r[k] for k in keys] for r in rows]))
