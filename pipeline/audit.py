@@ -6,9 +6,12 @@
 Output (each table a Parquet directory under `out`):
 - `events`: the decoded history, one row per event (pipeline/segments.py COLUMNS). Decoding is the
   expensive (Python) step, so it is done once; every other table is derived from this one.
-- `rebalances`: one row per completed rebalance: group, generation, cause, the member (and its
-  client) that triggered it, start, end, duration, join and sync phases, restarts (a rebalance
-  re-triggered before it completed counts once, from its first start), members before and after.
+- `rebalances`: one row per completed rebalance: group, generation, cause, what triggered it (the
+  member: id, client id, host, instance id; or the topics of a topic change), start, end,
+  duration, join and sync phases, restarts (a rebalance re-triggered before it completed counts
+  once, from its first start), members before and after. The trigger is the one the completion
+  records (history written since issue 24); for older history, the last start's member, with the
+  client, host and instance id of that member's join.
 - `member_sessions`: one row per member id: client, host, instance id, joined, left, how it left
   (left, expired, fenced, not_rejoined, sync_expired, max_size; null while still a member), how
   many rebalances it triggered.
@@ -148,6 +151,12 @@ def rebalances(events: DataFrame) -> DataFrame:
         "join_ms",
         "rebalance_ms",
         F.col("ts").alias("end"),
+        # The trigger the completion records (null in history written before it did).
+        F.col("member_id").alias("c_member_id"),
+        F.col("group_instance_id").alias("c_instance"),
+        F.nullif(F.col("client_id"), F.lit("")).alias("c_client"),
+        F.nullif(F.col("client_host"), F.lit("")).alias("c_host"),
+        F.col("topics").alias("c_topics"),
     )
     created = (
         events.filter(F.col("event") == "group_created")
@@ -157,7 +166,11 @@ def rebalances(events: DataFrame) -> DataFrame:
     clients = (
         events.filter(F.col("event") == "member_joined")
         .groupBy(*KEY, "member_id")
-        .agg(F.first("client_id").alias("trigger_client_id"))
+        .agg(
+            F.first("client_id").alias("j_client"),
+            F.first("client_host").alias("j_host"),
+            F.first("group_instance_id").alias("j_instance"),
+        )
         .withColumnRenamed("member_id", "trigger_member_id")
     )
     out = done.join(starts, [*KEY, "seq"], "left").join(created, KEY, "left")
@@ -170,7 +183,11 @@ def rebalances(events: DataFrame) -> DataFrame:
         *KEY,
         "generation_id",
         "cause",
-        F.col("last.member_id").alias("trigger_member_id"),
+        F.coalesce("c_member_id", "last.member_id").alias("trigger_member_id"),
+        "c_instance",
+        "c_client",
+        "c_host",
+        F.when(F.size("c_topics") > 0, F.col("c_topics")).alias("trigger_topics"),
         "protocol_name",
         "leader",
         F.timestamp_millis(start_ms).alias("start"),
@@ -193,7 +210,10 @@ def rebalances(events: DataFrame) -> DataFrame:
         "generation_id",
         "cause",
         "trigger_member_id",
-        "trigger_client_id",
+        F.coalesce("c_client", "j_client").alias("trigger_client_id"),
+        F.coalesce("c_host", "j_host").alias("trigger_client_host"),
+        F.coalesce("c_instance", "j_instance").alias("trigger_group_instance_id"),
+        "trigger_topics",
         "protocol_name",
         "leader",
         "start",

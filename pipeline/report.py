@@ -12,8 +12,10 @@ charts are SVG elements written here, text is HTML-escaped, times are UTC.
     clients     [{client, sessions, leaves, abnormal, triggered, hosts, groups, churn}]
     groups      [{coordinator_id, group_id, rebalances, rebalancing_ms, churn, abnormal_leaves,
                   max_daily_members, commits}]
-    slowest     [{coordinator_id, group_id, generation_id, cause, trigger_client_id, start_ms,
-                  duration_ms, restarts, members_before, members_after}]
+    slowest     [{coordinator_id, group_id, generation_id, cause, trigger_member_id,
+                  trigger_client_id, trigger_client_host, trigger_topics, start_ms, duration_ms,
+                  restarts, members_before, members_after}] (the trigger_* keys but
+                  trigger_client_id may be missing: "triggered by" uses what is there)
     filters, inputs, generated_ms, multi_coordinator
 Each chart is an `<svg class="chart" id="chart-...">`; every bar carries a `<title>` (a tooltip).
 """
@@ -263,6 +265,21 @@ def clients_chart(clients: list[dict[str, Any]]) -> str:
     )
 
 
+def triggered_by(r: dict[str, Any]) -> str:
+    """A rebalance's trigger in one line: the member's client (and host), else its member id, else
+    the topics of a topic change; "-" when nothing is known."""
+    client = r.get("trigger_client_id")
+    if client:
+        host = r.get("trigger_client_host")
+        return f"{client} @ {host}" if host else str(client)
+    if r.get("trigger_member_id"):
+        return str(r["trigger_member_id"])
+    topics = r.get("trigger_topics")
+    if topics:
+        return "topic " + ", ".join(topics)
+    return "-"
+
+
 def causes_chart(causes: list[dict[str, Any]]) -> str:
     return horizontal_bars(
         "chart-causes",
@@ -428,7 +445,7 @@ def render(data: dict[str, Any]) -> str:
                     _group_name(r, multi),
                     r["generation_id"],
                     r["cause"],
-                    r["trigger_client_id"] or "-",
+                    triggered_by(r),
                     fmt_full_time(r["start_ms"]),
                     fmt_ms(r["duration_ms"]),
                     r["restarts"],

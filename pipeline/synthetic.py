@@ -48,18 +48,18 @@ def synthetic_rows(events: int, *, groups: int = 50, seed: int = 7) -> Iterator[
                 group.append(member)
                 host = f"/10.0.{rng.randint(0, 9)}.{rng.randint(1, 250)}"
                 batch.append((now, gid, Kind.MEMBER_JOINED, (member[0], None, client, host)))
-                cause, trigger = "member_joined", member[0]
+                cause, trigger = "member_joined", (member[0], None, client, host, ())
             elif roll < 0.95:
                 member = group.pop(rng.randrange(len(group)))
                 reason = "left" if rng.random() < 0.7 else "expired"
                 fields = (member[0], None, member[1], "/10.0.0.1", reason)
                 batch.append((now, gid, Kind.MEMBER_LEFT, fields))
                 cause = "member_left" if reason == "left" else "session_expired"
-                trigger = None if reason == "left" else member[0]
+                trigger = (member[0], None, member[1], "/10.0.0.1", ())  # who left
             else:
                 batch.append((now, gid, Kind.METADATA_CHANGED, (("orders",),)))
-                cause, trigger = "metadata_changed", None
-            batch.append((now, gid, Kind.REBALANCE_STARTED, (cause, trigger)))
+                cause, trigger = "metadata_changed", (None, None, "", "", ("orders",))
+            batch.append((now, gid, Kind.REBALANCE_STARTED, (cause, *trigger)))
             join_ms = rng.randint(5, 3_000)
             total_ms = join_ms + rng.randint(1, 500)
             generation[gid] += 1
@@ -69,7 +69,7 @@ def synthetic_rows(events: int, *, groups: int = 50, seed: int = 7) -> Iterator[
             batch.append(
                 (now + join_ms, gid, Kind.JOIN_PHASE_COMPLETED, (gen, "range", size, join_ms))
             )
-            fields = (gen, "range", leader, size, cause, join_ms, total_ms)
+            fields = (gen, "range", leader, size, cause, join_ms, total_ms, *trigger)
             batch.append((now + total_ms, gid, Kind.REBALANCE_COMPLETED, fields))
             now += total_ms
         for row in batch:

@@ -9,11 +9,13 @@ Each entry is one thing that happened to a group:
     entry.value         codec_version u8 | kind u8 | the kind's fields, in the order of KIND_FIELDS
 
 Field encodings (big-endian): `str` is i32 length (-1 = null) + UTF-8; `int` is i64; `strs` is
-i32 count + that many `str`.
+i32 count (-1 = null) + that many `str`.
 
 Versioning (the rules a reader and a writer keep):
 - CODEC_VERSION is 1. A field added later goes at the END of its kind's list; a version-1 reader
-  reads the fields it knows and ignores trailing bytes, so old readers keep working.
+  reads the fields it knows and ignores trailing bytes, so old readers keep working. An entry
+  written before such fields were added ends where they would start: they read as null (the
+  kind's first KIND_REQUIRED fields must be there), so new readers read old logs.
 - A kind a reader does not know decodes to (kind, ()) and is reported by name as `unknown_<n>`.
 - Any other change (removing, reordering or retyping a field) bumps CODEC_VERSION; a reader meets
   a version it does not know with HistoryDecodeError (the caller counts it and skips the entry).
@@ -40,9 +42,9 @@ class Kind(enum.IntEnum):
     GROUP_CREATED = 1
     GROUP_EMPTIED = 2  # the last member left: the group reached Empty after a rebalance
     GROUP_DELETED = 3  # DeleteGroups, or offsets expiry removed an empty group
-    REBALANCE_STARTED = 4
+    REBALANCE_STARTED = 4  # the trigger: member (id, instance, client, host) or topics
     JOIN_PHASE_COMPLETED = 5
-    REBALANCE_COMPLETED = 6
+    REBALANCE_COMPLETED = 6  # with the trigger of the rebalance it completes
     MEMBER_JOINED = 7
     MEMBER_LEFT = 8  # `reason`: left, expired, fenced, not_rejoined, sync_expired, max_size
     PROTOCOL_SELECTED = 9  # the group's protocol was chosen for the first time, or changed
@@ -77,12 +79,16 @@ FIELD_TYPES: dict[str, FieldType] = {
     "host": "str",
 }
 
+# Who or what triggered a rebalance (coordinator.core.events.RebalanceTrigger), added to
+# REBALANCE_STARTED and REBALANCE_COMPLETED after their first fields (issue 24).
+TRIGGER_FIELDS = ("member_id", "group_instance_id", "client_id", "client_host", "topics")
+
 KIND_FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.SEGMENT_STARTED: ("coordinator_id", "host"),
     Kind.GROUP_CREATED: (),
     Kind.GROUP_EMPTIED: ("generation_id",),
     Kind.GROUP_DELETED: (),
-    Kind.REBALANCE_STARTED: ("cause", "member_id"),
+    Kind.REBALANCE_STARTED: ("cause", *TRIGGER_FIELDS),
     Kind.JOIN_PHASE_COMPLETED: ("generation_id", "protocol_name", "members", "join_ms"),
     Kind.REBALANCE_COMPLETED: (
         "generation_id",
@@ -92,6 +98,7 @@ KIND_FIELDS: dict[Kind, tuple[str, ...]] = {
         "cause",
         "join_ms",
         "rebalance_ms",
+        *TRIGGER_FIELDS,
     ),
     Kind.MEMBER_JOINED: ("member_id", "group_instance_id", "client_id", "client_host"),
     Kind.MEMBER_LEFT: ("member_id", "group_instance_id", "client_id", "client_host", "reason"),
@@ -100,6 +107,13 @@ KIND_FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.OFFSETS_COMMITTED: ("commits", "partitions", "window_ms"),
     Kind.OFFSETS_EXPIRED: ("partitions",),
     Kind.OFFSETS_DELETED: ("partitions",),
+}
+
+# How many of a kind's fields every entry of it has; the rest were added later and may be missing
+# from old entries (read as null). A kind not listed: all of them.
+KIND_REQUIRED: dict[Kind, int] = {
+    Kind.REBALANCE_STARTED: 2,  # cause, member_id
+    Kind.REBALANCE_COMPLETED: 7,  # up to rebalance_ms
 }
 
 _I32 = struct.Struct(">i")
@@ -136,10 +150,13 @@ def _put_str(out: list[bytes], value: object) -> None:
 
 
 def encode_fields(kind: Kind, values: Sequence[FieldValue]) -> bytes:
-    """The entry value for `kind`, its fields given positionally in KIND_FIELDS order."""
+    """The entry value for `kind`, its fields given positionally in KIND_FIELDS order. The fields
+    after KIND_REQUIRED may be left off (an entry as an older writer wrote it)."""
     names = KIND_FIELDS[kind]
-    if len(values) != len(names):
+    required = KIND_REQUIRED.get(kind, len(names))
+    if not required <= len(values) <= len(names):
         raise ValueError(f"{kind.name}: expected {len(names)} fields, got {len(values)}")
+    names = names[: len(values)]
     out = [_HEAD.pack(CODEC_VERSION, kind)]
     for name, value in zip(names, values, strict=True):
         ftype = FIELD_TYPES[name]
@@ -149,6 +166,8 @@ def encode_fields(kind: Kind, values: Sequence[FieldValue]) -> bytes:
             if not isinstance(value, int):
                 raise TypeError(f"{kind.name}.{name}: expected int, got {value!r}")
             out.append(_I64.pack(value))
+        elif value is None:
+            out.append(_I32.pack(-1))  # a null list
         else:
             if not isinstance(value, tuple):
                 raise TypeError(f"{kind.name}.{name}: expected tuple of str, got {value!r}")
@@ -188,8 +207,13 @@ def decode_fields(value: bytes) -> tuple[int, tuple[FieldValue, ...]]:
         return code, ()
     pos = 2
     out: list[FieldValue] = []
+    names = KIND_FIELDS[kind]
+    required = KIND_REQUIRED.get(kind, len(names))
     try:
-        for name in KIND_FIELDS[kind]:
+        for i, name in enumerate(names):
+            if i >= required and pos == len(value):  # written before this field was added
+                out.extend([None] * (len(names) - i))
+                break
             ftype = FIELD_TYPES[name]
             if ftype == "str":
                 text, pos = _get_str(value, pos)
@@ -200,8 +224,11 @@ def decode_fields(value: bytes) -> tuple[int, tuple[FieldValue, ...]]:
             else:
                 (count,) = _I32.unpack_from(value, pos)
                 pos += 4
+                if count < 0:
+                    out.append(None)
+                    continue
                 items: list[str] = []
-                for _ in range(max(count, 0)):
+                for _ in range(count):
                     text, pos = _get_str(value, pos)
                     items.append(text or "")
                 out.append(tuple(items))
@@ -244,6 +271,10 @@ def make_row_decoder(positions: Mapping[str, int]) -> RowDecoder:
         )
         for kind, names in KIND_FIELDS.items()
     }
+    # Fields from this index on may be missing (KIND_REQUIRED): the row keeps its None there.
+    optional_from = {
+        kind.value: KIND_REQUIRED.get(kind, len(names)) for kind, names in KIND_FIELDS.items()
+    }
     i32 = _I32.unpack_from
     i64 = _I64.unpack_from
 
@@ -261,8 +292,11 @@ def make_row_decoder(positions: Mapping[str, int]) -> RowDecoder:
             return code
         pos = 2
         v: Any
+        first_optional = optional_from[code]
         try:
-            for col, ftype in plan:
+            for i, (col, ftype) in enumerate(plan):
+                if i >= first_optional and pos == size:  # an entry older than these fields
+                    break
                 if ftype == 0:
                     (n,) = i32(value, pos)
                     pos += 4
@@ -280,7 +314,7 @@ def make_row_decoder(positions: Mapping[str, int]) -> RowDecoder:
                 else:
                     (count,) = i32(value, pos)
                     pos += 4
-                    v = []
+                    v = None if count < 0 else []
                     for _ in range(max(count, 0)):
                         (n,) = i32(value, pos)
                         pos += 4

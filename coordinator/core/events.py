@@ -43,6 +43,26 @@ class LeaveReason(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class RebalanceTrigger:
+    """Who or what started a rebalance, as the status page, /groups and the history show it.
+
+    A member's own action (join, leave, rejoin, static replacement) and a member's expiry name that
+    member: its id, instance id, client id and host, as they were when it acted (a member that left
+    or expired is gone from the group by the time anyone reads this). A change of a subscribed
+    topic names no member but the topics (`GroupMetadataHashChanged.topics`). NO_TRIGGER: nothing
+    one can name (the group grew over its maximum size at load, or an old history entry)."""
+
+    member_id: str | None = None
+    group_instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    topics: tuple[str, ...] = ()
+
+
+NO_TRIGGER = RebalanceTrigger()
+
+
+@dataclass(frozen=True, slots=True)
 class GroupCreated:
     group_id: str
 
@@ -75,8 +95,9 @@ class MemberLeft:
 class RebalanceStarted:
     group_id: str
     cause: RebalanceCause
-    member_id: str | None  # the member that triggered it, if one did
+    member_id: str | None  # the member that triggered it, if one did: `trigger.member_id`
     now_ms: int
+    trigger: RebalanceTrigger = NO_TRIGGER
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +123,7 @@ class RebalanceCompleted:
     started_ms: int
     join_completed_ms: int
     now_ms: int
+    trigger: RebalanceTrigger = NO_TRIGGER  # of the (last) RebalanceStarted this one completes
 
 
 @fast_init

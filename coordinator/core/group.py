@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from coordinator.core.events import RebalanceCause
+from coordinator.core.events import NO_TRIGGER, RebalanceCause
 from coordinator.core.messages import ErrorCode, JoinGroupMember, Protocol
 from protocol import consumer
 
@@ -302,7 +302,7 @@ class ClassicGroup:
         self.session_timer_at = 0
         # For events/metrics.
         self.rebalance_cause = RebalanceCause.MEMBER_JOINED
-        self.rebalance_member: str | None = None
+        self.rebalance_member = NO_TRIGGER  # who or what started it (core.events)
         self.rebalance_started_ms = 0
         self.join_completed_ms = 0
         # When a subscribed topic was deleted and the members have not rebalanced since (None:

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from coordinator.core.effects import Effects
 from coordinator.core.events import (
+    NO_TRIGGER,
     JoinPhaseCompleted,
     LeaveReason,
     MemberLeft,
     RebalanceCause,
     RebalanceCompleted,
     RebalanceStarted,
+    RebalanceTrigger,
 )
 from coordinator.core.group import ClassicGroup, GroupState, Member, PendingMember
 from coordinator.core.messages import (
@@ -122,6 +124,13 @@ def drop_member(group: ClassicGroup, member: Member, reason: LeaveReason, fx: Ef
     )
 
 
+def member_trigger(member: Member) -> RebalanceTrigger:
+    """The member as the trigger of a rebalance (its join, leave, rejoin or expiry)."""
+    return RebalanceTrigger(
+        member.member_id, member.group_instance_id, member.client_id, member.client_host
+    )
+
+
 def answer_syncs(
     state: CoreState, group: ClassicGroup, error: ErrorCode, now_ms: int, fx: Effects
 ) -> None:
@@ -144,10 +153,11 @@ def prepare_rebalance(
     state: CoreState,
     group: ClassicGroup,
     cause: RebalanceCause,
-    member_id: str | None,
+    trigger: RebalanceTrigger | None,
     now_ms: int,
     fx: Effects,
 ) -> None:
+    """Enter PreparingRebalance. `trigger`: who or what started it (None: nothing to name)."""
     if group.state is _COMPLETING:
         for m in group.members.values():
             m.assignment = b""
@@ -159,10 +169,12 @@ def prepare_rebalance(
         group.topic_deleted_ms = None
         if cause in _REJOIN_CAUSES and now_ms - deleted_ms <= TOPIC_DELETED_LABEL_MS:
             cause = RebalanceCause.TOPIC_DELETED  # the members noticed the deletion
+    if trigger is None:
+        trigger = NO_TRIGGER
     group.rebalance_cause = cause
-    group.rebalance_member = member_id
+    group.rebalance_member = trigger
     group.rebalance_started_ms = now_ms
-    fx.events.append(RebalanceStarted(group.group_id, cause, member_id, now_ms))
+    fx.events.append(RebalanceStarted(group.group_id, cause, trigger.member_id, now_ms, trigger))
     initial = group.state is _EMPTY
     group.transition_to(_PREPARING, state.wall(now_ms))
     if initial:
@@ -273,6 +285,7 @@ def rebalance_completed(group: ClassicGroup, now_ms: int, fx: Effects) -> None:
             group.rebalance_started_ms,
             group.join_completed_ms,
             now_ms,
+            group.rebalance_member,
         )
     )
 
@@ -322,7 +335,8 @@ def _expire_session(
         return
     drop_member(group, member, LeaveReason.EXPIRED, fx)
     if group.state in (_STABLE, _COMPLETING):
-        prepare_rebalance(state, group, RebalanceCause.SESSION_EXPIRED, member_id, now_ms, fx)
+        trigger = member_trigger(member)
+        prepare_rebalance(state, group, RebalanceCause.SESSION_EXPIRED, trigger, now_ms, fx)
     elif group.state is _PREPARING and group.all_joined():
         complete_join(state, group, now_ms, fx)
 
@@ -335,6 +349,10 @@ def expire_pending_sync(state: CoreState, group: ClassicGroup, now_ms: int, fx: 
     # cancels it and clears pending_sync, the last SyncGroup cancels it).
     if group.state not in (_COMPLETING, _STABLE) or not group.pending_sync:  # pragma: no mutate
         return
+    # The trigger: the first member (in join order) that never sent SyncGroup.
+    trigger: RebalanceTrigger | None = None
     for member_id in [m for m in group.members if m in group.pending_sync]:
-        drop_member(group, group.members[member_id], LeaveReason.SYNC_EXPIRED, fx)
-    prepare_rebalance(state, group, RebalanceCause.SYNC_EXPIRED, None, now_ms, fx)
+        member = group.members[member_id]
+        trigger = trigger or member_trigger(member)
+        drop_member(group, member, LeaveReason.SYNC_EXPIRED, fx)
+    prepare_rebalance(state, group, RebalanceCause.SYNC_EXPIRED, trigger, now_ms, fx)

@@ -42,7 +42,12 @@ import uuid
 from collections.abc import Iterable
 
 from coordinator.core.effects import Effects
-from coordinator.core.events import GroupMetadataHashChanged, OffsetsDeleted, RebalanceCause
+from coordinator.core.events import (
+    GroupMetadataHashChanged,
+    OffsetsDeleted,
+    RebalanceCause,
+    RebalanceTrigger,
+)
 from coordinator.core.group import ClassicGroup, GroupState
 from coordinator.core.rebalance import TOPIC_DELETED_LABEL_MS, group_record, prepare_rebalance
 from coordinator.core.records import OffsetCommitKey, Record, TopicKey, TopicValue
@@ -143,7 +148,7 @@ def _metadata_changed(
 ) -> None:
     state.topic_hashes.rebalances += 1
     fx.events.append(GroupMetadataHashChanged(group.group_id, topics, now_ms, cause))
-    prepare_rebalance(state, group, cause, None, now_ms, fx)
+    prepare_rebalance(state, group, cause, RebalanceTrigger(topics=topics), now_ms, fx)
 
 
 def _deleted(

@@ -24,6 +24,9 @@ What is derived here rather than in the core (to keep the core's events small):
   (after a restart the previous one is unknown, so the first selection is recorded again);
 - GROUP_EMPTIED, when a rebalance completes with no members;
 - OFFSETS_COMMITTED summaries: per group per minute, the number of commits and of partitions.
+
+`recent_rebalances` reads the log back: the last completed rebalances of each group, which the
+status page shows again after a restart (coordinator.serve.status, coordinator.serve.http).
 """
 
 from __future__ import annotations
@@ -50,14 +53,23 @@ from coordinator.core.events import (
     OffsetsExpired,
     RebalanceCompleted,
     RebalanceStarted,
+    RebalanceTrigger,
 )
 from coordinator.serve.config import Settings
-from storage.history import FieldValue, Kind, encode_fields
-from storage.history_log import HISTORY_DIR, HistoryLog
+from storage.history import (
+    FieldValue,
+    HistoryDecodeError,
+    HistoryEvent,
+    Kind,
+    decode_event,
+    encode_fields,
+)
+from storage.history_log import HISTORY_DIR, HistoryLog, list_segment_files, read_segment
 
 log = logging.getLogger("groupcoord.history")
 
 COMMIT_WINDOW_MS = 60_000
+RESTORE_MAX_BYTES = 64 << 20  # how much of the newest history `recent_rebalances` reads at most
 _RETENTION_CHECK_MS = 60_000
 _ERROR_LOG_INTERVAL_MS = 60_000
 
@@ -77,6 +89,17 @@ class HistorySettings:
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _trigger_fields(trigger: RebalanceTrigger) -> tuple[FieldValue, ...]:
+    """storage.history.TRIGGER_FIELDS of a rebalance's trigger."""
+    return (
+        trigger.member_id,
+        trigger.group_instance_id,
+        trigger.client_id,
+        trigger.client_host,
+        trigger.topics,
+    )
 
 
 class HistoryTranslator:
@@ -119,14 +142,8 @@ class HistoryTranslator:
                     )
                 )
             case RebalanceStarted():
-                out.append(
-                    (
-                        wall_ms,
-                        event.group_id,
-                        Kind.REBALANCE_STARTED,
-                        (event.cause.value, event.member_id),
-                    )
-                )
+                started = (event.cause.value, *_trigger_fields(event.trigger))
+                out.append((wall_ms, event.group_id, Kind.REBALANCE_STARTED, started))
             case JoinPhaseCompleted():
                 gid = event.group_id
                 fields: tuple[FieldValue, ...] = (
@@ -151,6 +168,7 @@ class HistoryTranslator:
                     event.cause.value,
                     event.join_completed_ms - event.started_ms,
                     event.now_ms - event.started_ms,
+                    *_trigger_fields(event.trigger),
                 )
                 out.append((wall_ms, event.group_id, Kind.REBALANCE_COMPLETED, completed))
                 if event.members == 0:
@@ -406,3 +424,54 @@ class HistoryRecorder:
                 lost,
                 self.lost,
             )
+
+
+def recent_rebalances(
+    directory: Path,
+    per_group: int,
+    *,
+    before_ms: int | None = None,
+    max_bytes: int = RESTORE_MAX_BYTES,
+) -> dict[str, list[HistoryEvent]]:
+    """The last `per_group` REBALANCE_COMPLETED entries of each group in the history log under
+    `directory`, oldest first: what the status page shows again after a restart.
+
+    Bounded: the newest segments are read first, `max_bytes` of them at most (the newest one
+    always), so start-up stays short whatever the retention; a group whose rebalances all lie
+    further back shows none. Rebalances before a group's GROUP_DELETED belong to an earlier group
+    of that name and are left out. Entries at or after `before_ms` (this run's own) are skipped,
+    and so are entries this reader cannot decode. Runs off the event loop (it reads files)."""
+    found: dict[bytes, list[HistoryEvent]] = {}
+    closed: set[bytes] = set()  # full, or deleted before the entries still to be read
+    read = 0
+    for path in reversed(list_segment_files(Path(directory))):
+        try:
+            size = path.stat().st_size
+            if read and read + size > max_bytes:
+                break
+            read += size
+            entries = list(read_segment(path))
+        except OSError as exc:
+            log.warning("history segment %s unreadable for the status page: %s", path, exc)
+            continue
+        for entry in reversed(entries):
+            value, key = entry.value, entry.key
+            if value is None or len(value) < 2 or key in closed:
+                continue
+            if before_ms is not None and entry.timestamp_ms >= before_ms:
+                continue
+            code = value[1]
+            if code == Kind.GROUP_DELETED:
+                closed.add(key)
+            elif code == Kind.REBALANCE_COMPLETED:
+                try:
+                    event = decode_event(key, value, entry.timestamp_ms)
+                except HistoryDecodeError:
+                    continue
+                if event is None:
+                    continue
+                kept = found.setdefault(key, [])
+                kept.append(event)
+                if len(kept) >= per_group:
+                    closed.add(key)
+    return {events[0].group_id: events[::-1] for events in found.values()}

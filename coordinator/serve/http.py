@@ -1,8 +1,11 @@
 """The operator's HTTP endpoint: /metrics, /healthz, /readyz, the status page, /groups, /fleet.
 
-    /          the status page (coordinator.serve.status): every group, its members, partitions and
-               recent rebalances (and, in a sidecar fleet, the state partitions and their owners);
-               server-rendered HTML, refreshes itself every 5 s
+    /          the status page (coordinator.serve.status): every group, its members, partitions
+               (committed offset, end offset, lag) and recent rebalances with their cause and
+               trigger (and, in a sidecar fleet, the state partitions and their owners);
+               server-rendered HTML, refreshes itself every 5 s; `?q=text` fills its group filter.
+               The recent rebalances are read back from the history log at start-up
+               (`history_dir`), so a restart keeps them.
     /groups    the same as JSON (a list); /groups/<group id> one group, 404 if unknown
     /fleet     in a sidecar fleet, the fleet document (`Server.fleet_status`, i.e.
                coordinator.sidecar.fleet.Fleet.status) as JSON: this member, the members, every
@@ -24,7 +27,8 @@ Invariants:
   client idle longer than IDLE_TIMEOUT_S, close the connection; keep-alive is honoured so
   Prometheus reuses its connection.
 - Everything a client of the Kafka port chose (group ids, client ids) reaches the page escaped;
-  the page carries a Content-Security-Policy that forbids scripts.
+  the page carries a Content-Security-Policy that forbids every script but the page's own filter
+  (allowed by its hash), every external resource, and forms.
 """
 
 from __future__ import annotations
@@ -33,21 +37,26 @@ import asyncio
 import contextlib
 import json
 import logging
+import ssl
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coordinator.serve import metrics as metrics_mod
 from coordinator.serve.addresses import parse_host_port
+from coordinator.serve.history import recent_rebalances
 from coordinator.serve.metrics import Metrics
 from coordinator.serve.status import (
+    FILTER_SCRIPT_CSP,
     RebalanceHistory,
     StatusProvider,
     install_history,
     readiness,
+    record_from_history,
     render_html,
 )
 
@@ -58,7 +67,10 @@ log = logging.getLogger("groupcoord.http")
 
 MAX_HEAD_BYTES = 16 * 1024
 IDLE_TIMEOUT_S = 30.0
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; "
+    f"script-src {FILTER_SCRIPT_CSP}; base-uri 'none'; form-action 'none'"
+)
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             503: "Service Unavailable"}  # fmt: skip
 
@@ -91,13 +103,47 @@ def observe(server: Server, *, metrics: bool = True, per_group: bool = False) ->
     return Observability(installed, history, StatusProvider(server, history))
 
 
+async def restore_rebalances(history: RebalanceHistory, history_dir: Path) -> int:
+    """Read the last rebalances of each group back from the history log (off the loop) into
+    `history`: the status page's list survives a restart. -> how many were put back. Call it
+    before `server.start()`: entries of this run are skipped by time, older ones come first."""
+    started_ms = time.time_ns() // 1_000_000
+    try:
+        recent = await asyncio.to_thread(
+            recent_rebalances, history_dir, history.per_group, before_ms=started_ms
+        )
+    except OSError as exc:
+        log.warning("recent rebalances not read back from %s: %s", history_dir, exc)
+        return 0
+    restored = history.restore(
+        {gid: [record_from_history(e) for e in events] for gid, events in recent.items()}
+    )
+    if restored:
+        log.info(
+            "read back %d recent rebalance(s) of %d group(s) from the history log",
+            restored,
+            len(recent),
+        )
+    return restored
+
+
 async def start_http(
-    server: Server, host: str, port: int, *, per_group: bool = False
+    server: Server,
+    host: str,
+    port: int,
+    *,
+    per_group: bool = False,
+    history_dir: Path | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> Observability:
     """Attach metrics and history to `server` and serve HTTP on host:port (0 = any free port).
+    `history_dir`: the history log to read the recent rebalances back from. `ssl_context`:
+    serve HTTPS instead (--metrics-tls: the Kafka listener's certificate, issue 22).
 
     Call it before `server.start()` so /healthz answers while the log replays."""
     obs = observe(server, per_group=per_group)
+    if history_dir is not None:
+        await restore_rebalances(obs.history, history_dir)
     handler = _Handler(server, obs)
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -110,20 +156,31 @@ async def start_http(
             obs._connections.discard(task)
 
     obs.http = await asyncio.start_server(
-        on_connect, host, port, limit=MAX_HEAD_BYTES, reuse_address=True
+        on_connect, host, port, limit=MAX_HEAD_BYTES, reuse_address=True, ssl=ssl_context
     )
     obs.port = int(obs.http.sockets[0].getsockname()[1])
-    log.info("metrics and status page on http://%s:%d/", host, obs.port)
+    scheme = "https" if ssl_context is not None else "http"
+    log.info("metrics and status page on %s://%s:%d/", scheme, host, obs.port)
     return obs
 
 
-async def start(server: Server, listen: str, *, per_group: bool = False) -> Observability:
+async def start(
+    server: Server,
+    listen: str,
+    *,
+    per_group: bool = False,
+    history_dir: Path | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> Observability:
     """The CLI's one call: `listen` is --metrics-listen; '' keeps the rebalance log line and
-    history but collects no metrics and opens no port."""
+    history but collects no metrics and opens no port (and reads no history back: nothing
+    would show it)."""
     if not listen:
         return observe(server, metrics=False)
     host, port = parse_host_port(listen)
-    return await start_http(server, host, port, per_group=per_group)
+    return await start_http(
+        server, host, port, per_group=per_group, history_dir=history_dir, ssl_context=ssl_context
+    )
 
 
 class _Handler:
@@ -175,11 +232,12 @@ class _Handler:
             self._write(writer, 405, "text/plain", b"read-only: GET and HEAD\n",
                         head_only=False, close=not keep_alive, allow="GET, HEAD")  # fmt: skip
             return keep_alive
-        status, ctype, body = self.route(urlsplit(target).path)
+        url = urlsplit(target)
+        status, ctype, body = self.route(url.path, url.query)
         self._write(writer, status, ctype, body, head_only=method == "HEAD", close=not keep_alive)
         return keep_alive
 
-    def route(self, path: str) -> tuple[int, str, bytes]:
+    def route(self, path: str, query: str = "") -> tuple[int, str, bytes]:
         """(status, content type, body) for a GET of `path`. Runs on the loop thread."""
         obs = self.obs
         if path == "/metrics":
@@ -192,8 +250,13 @@ class _Handler:
             ready, why = readiness(self.server)
             return (200 if ready else 503), "text/plain", (why + "\n").encode()
         if path in ("/", "/index.html"):
+            q = parse_qs(query).get("q", [""])[0]
             page = render_html(
-                obs.status.summary(), obs.status.groups(), time.time(), fleet=self._fleet()
+                obs.status.summary(),
+                obs.status.groups(),
+                time.time(),
+                fleet=self._fleet(),
+                query=q,
             )
             return 200, "text/html; charset=utf-8", page.encode()
         if path in ("/fleet", "/fleet/"):

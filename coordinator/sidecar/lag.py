@@ -65,6 +65,7 @@ class LagTracker:
         self._brokers = brokers
         self.interval_s = interval_ms / 1000
         self.lag: dict[str, GroupLag] = {}
+        self.ends: dict[TopicPartition, int] = {}  # the last measurement's end offsets
         self.measured_at: float | None = None  # wall-clock seconds
 
     async def run(self) -> None:
@@ -93,6 +94,7 @@ class LagTracker:
                 counted += 1
             lag[group_id] = GroupLag(total, worst, counted)
         self.lag = lag
+        self.ends = ends
         self.measured_at = time.time()
 
     async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -147,6 +149,14 @@ class LagTracker:
         }
 
     # -- what others read ------------------------------------------------------------------------
+
+    def measured_end_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """The status page's end offsets (coordinator.serve.status.EndOffsets): the last
+        measurement's, for the partitions it measured."""
+        ends = self.ends
+        return {tp: ends[tp] for tp in partitions if tp in ends}
 
     def status(self, group_id: str) -> dict[str, str]:
         """For the status page: the group's lag as text (empty when not measured)."""

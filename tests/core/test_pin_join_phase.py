@@ -12,10 +12,12 @@ from __future__ import annotations
 from coordinator.core.events import (
     JoinPhaseCompleted,
     LeaveReason,
+    MemberJoined,
     MemberLeft,
     RebalanceCause,
     RebalanceCompleted,
     RebalanceStarted,
+    RebalanceTrigger,
 )
 from coordinator.core.messages import ErrorCode as E
 from coordinator.core.messages import JoinGroupMember, JoinGroupResult
@@ -65,8 +67,10 @@ def test_a_join_phase_that_ends_with_nobody_leaves_the_group_empty() -> None:
     assert h.events_of(JoinPhaseCompleted)[-1] == JoinPhaseCompleted(
         "g", gen + 1, None, 0, started, now
     )
+    joined = next(e for e in h.events_of(MemberJoined) if e.member_id == a)
+    trigger = RebalanceTrigger(a, None, joined.client_id, joined.client_host)
     assert h.events_of(RebalanceCompleted)[-1] == RebalanceCompleted(
-        "g", gen + 1, None, None, 0, RebalanceCause.LEADER_REJOINED, started, now, now
+        "g", gen + 1, None, None, 0, RebalanceCause.LEADER_REJOINED, started, now, now, trigger
     )
     record = h.last_effects.records[-1].value
     assert (record.generation_id, record.members, record.protocol_name) == (gen + 1, (), None)  # type: ignore[union-attr]

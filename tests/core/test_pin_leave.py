@@ -7,7 +7,13 @@ rest of the suite let through.
 
 from __future__ import annotations
 
-from coordinator.core.events import LeaveReason, MemberLeft, RebalanceCause, RebalanceStarted
+from coordinator.core.events import (
+    LeaveReason,
+    MemberLeft,
+    RebalanceCause,
+    RebalanceStarted,
+    RebalanceTrigger,
+)
 from coordinator.core.messages import ErrorCode as E
 from coordinator.core.messages import LeaveGroupResult, LeftMember
 from tests.core.test_group_static import static_stable
@@ -64,7 +70,9 @@ def test_admin_removal_by_instance_id_leaves_and_rebalances() -> None:
         LeaveReason.LEFT,
     )
     started = h.events_of(RebalanceStarted)[-1]
-    assert started == RebalanceStarted("g", RebalanceCause.MEMBER_LEFT, None, h.now)
+    trigger = RebalanceTrigger(follower, "i2", left.client_id, left.client_host)
+    assert left.client_id and left.client_host  # the trigger names the member that left
+    assert started == RebalanceStarted("g", RebalanceCause.MEMBER_LEFT, follower, h.now, trigger)
     assert h.core.group("g").state == "PreparingRebalance"  # type: ignore[union-attr]
 
 

@@ -9,7 +9,7 @@ rest of the suite let through.
 
 from __future__ import annotations
 
-from coordinator.core.events import RebalanceCause, RebalanceStarted
+from coordinator.core.events import MemberJoined, RebalanceCause, RebalanceStarted, RebalanceTrigger
 from coordinator.core.messages import ErrorCode as E
 from coordinator.core.messages import JoinGroupResult
 from tests.support.fakeclock import Harness, subscription
@@ -29,8 +29,10 @@ def test_a_changed_subscription_starts_a_rebalance_named_after_its_member() -> N
     follower = next(m for m in ids if m != leader)
     both = (("range", subscription("orders", "payments")),)
     h.join("g", follower, protocols=both)
+    joined = next(e for e in h.events_of(MemberJoined) if e.member_id == follower)
+    trigger = RebalanceTrigger(follower, None, joined.client_id, joined.client_host)
     assert h.events_of(RebalanceStarted)[-1] == RebalanceStarted(
-        "g", RebalanceCause.PROTOCOL_CHANGED, follower, h.now
+        "g", RebalanceCause.PROTOCOL_CHANGED, follower, h.now, trigger
     )
 
 

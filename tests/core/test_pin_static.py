@@ -15,6 +15,7 @@ from coordinator.core.events import (
     MemberLeft,
     RebalanceCause,
     RebalanceStarted,
+    RebalanceTrigger,
 )
 from coordinator.core.messages import ErrorCode as E
 from coordinator.core.messages import JoinGroupResult
@@ -65,9 +66,14 @@ def test_a_replacement_that_moves_the_vote_rebalances_with_its_cause_and_member(
     h.sync("g", first.member_id, first.generation_id, {first.member_id: b"A"})
     assert h.core.group("g").state == "Stable"  # type: ignore[union-attr]
     rt2 = h.join("g", instance="i1", protocols=tuple(reversed(both)))
-    new_id = h.events_of(MemberJoined)[-1].member_id
+    joined = h.events_of(MemberJoined)[-1]
+    new_id = joined.member_id
     started = h.events_of(RebalanceStarted)[-1]
-    assert started == RebalanceStarted("g", RebalanceCause.STATIC_MEMBER_REPLACED, new_id, h.now)
+    trigger = RebalanceTrigger(
+        new_id, joined.group_instance_id, joined.client_id, joined.client_host
+    )
+    cause = RebalanceCause.STATIC_MEMBER_REPLACED
+    assert started == RebalanceStarted("g", cause, new_id, h.now, trigger)
     # the only member has rejoined: the new generation forms at once, on its new first choice
     r = h.reply(rt2)
     assert (r.error, r.protocol_name, r.member_id) == (E.none, "roundrobin", new_id)
@@ -77,9 +83,14 @@ def test_a_replacement_in_completing_rebalance_names_itself_as_the_cause() -> No
     h = Harness()
     two_static(h)
     h.join("g", instance="i2")
-    new_id = h.events_of(MemberJoined)[-1].member_id
+    joined = h.events_of(MemberJoined)[-1]
+    new_id = joined.member_id
     started = h.events_of(RebalanceStarted)[-1]
-    assert started == RebalanceStarted("g", RebalanceCause.STATIC_MEMBER_REPLACED, new_id, h.now)
+    trigger = RebalanceTrigger(
+        new_id, joined.group_instance_id, joined.client_id, joined.client_host
+    )
+    cause = RebalanceCause.STATIC_MEMBER_REPLACED
+    assert started == RebalanceStarted("g", cause, new_id, h.now, trigger)
 
 
 def test_a_replacement_that_is_the_last_rejoin_completes_the_join_at_once() -> None:

@@ -111,11 +111,56 @@ HAND = [
     (T0 + 300_000, "h", Kind.REBALANCE_COMPLETED, (7, "range", "m8", 2, "member_left", 300, 400)),
     (T0 + 310_000, "h", Kind.MEMBER_LEFT, ("m9", "i9", "", "", "fenced")),
 ]
+# History as groupcoord writes it since issue 24: every rebalance names its trigger, in its start
+# and its completion (above, the older form without them, which must still read).
+NEW = [
+    (T0 + 400_000, "k", Kind.REBALANCE_COMPLETED, (1, "range", "k1", 2, "member_joined", 5, 9)),
+    (T0 + 410_000, "k", Kind.MEMBER_LEFT, ("k2", "ik2", "kc2", "/hk2", "left")),
+    (T0 + 410_000, "k", Kind.REBALANCE_STARTED, ("member_left", "k2", "ik2", "kc2", "/hk2", ())),
+    (
+        T0 + 410_100,
+        "k",
+        Kind.REBALANCE_COMPLETED,
+        (2, "range", "k1", 1, "member_left", 50, 100, "k2", "ik2", "kc2", "/hk2", ()),
+    ),
+    (T0 + 420_000, "k", Kind.METADATA_CHANGED, (("orders",),)),
+    (
+        T0 + 420_000,
+        "k",
+        Kind.REBALANCE_STARTED,
+        ("partitions_added", None, None, "", "", ("orders",)),
+    ),
+    (
+        T0 + 420_100,
+        "k",
+        Kind.REBALANCE_COMPLETED,
+        (3, "range", "k1", 1, "partitions_added", 50, 100, None, None, "", "", ("orders",)),
+    ),
+]
 
 
 def test_derived_tables_from_handwritten_history(spark: Any, tmp_path: Path) -> None:
-    cid = _write(tmp_path / "history", HAND)
+    cid = _write(tmp_path / "history", HAND + NEW)
     got = tables(spark, [str(tmp_path)])
+    triggers = [
+        (
+            r["generation_id"],
+            r["cause"],
+            r["trigger_member_id"],
+            r["trigger_client_id"],
+            r["trigger_client_host"],
+            r["trigger_group_instance_id"],
+            r["trigger_topics"],
+        )
+        for r in got["rebalances"]
+        if r["group_id"] == "k"
+    ]
+    assert triggers == [
+        (1, "member_joined", None, None, None, None, None),  # an old entry: nothing recorded
+        (2, "member_left", "k2", "kc2", "/hk2", "ik2", None),  # the member that left
+        (3, "partitions_added", None, None, None, None, ["orders"]),  # the topic, no member
+    ]
+    got = {name: [r for r in rows if r["group_id"] != "k"] for name, rows in got.items()}
 
     rb = [
         (
@@ -312,6 +357,13 @@ async def test_audit_of_a_scripted_scenario_on_two_coordinators(
     ]
     assert [r["trigger_client_id"] for r in rb[:3]] == ["audit-1", "audit-2", "audit-3"]
     assert rb[4]["trigger_member_id"] == ids["audit-2"]  # the killed member's expiry
+    # The leave names the member that left (issue 24: it read "-" before), with its client.
+    leave = rb[3]
+    assert leave["cause"] == "member_left"
+    assert (leave["trigger_member_id"], leave["trigger_client_id"]) == (ids["audit-1"], "audit-1")
+    assert leave["trigger_client_host"] == "/127.0.0.1"
+    assert (rb[4]["trigger_client_id"], rb[4]["trigger_client_host"]) == ("audit-2", "/127.0.0.1")
+    assert (rb[5]["trigger_member_id"], rb[5]["trigger_topics"]) == (None, ["orders"])
     for r in rb:  # plausible: ordered, and well within the rebalance timeout
         assert r["start"] <= r["end"], r
         assert 0 <= r["duration_ms"] < 20_000, r
@@ -343,15 +395,18 @@ async def test_audit_of_a_scripted_scenario_on_two_coordinators(
     assert left.total_seconds() > SESSION_MS / 1000  # expired: at least a session after joining
 
     # Two coordinators together give the union of each audited alone.
+    def row_key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in r.items()))
+
     def keyed(t: dict[str, list[dict[str, Any]]], name: str) -> set[tuple[Any, ...]]:
-        return {tuple(sorted(r.items())) for r in t[name]}
+        return {row_key(r) for r in t[name]}
 
     alone = [tables(spark, [str(d)]) for d in (a.data_dir, b.data_dir)]
     both = tables(spark, [str(a.data_dir), str(b.data_dir)])
     for name in ("rebalances", "member_sessions", "group_daily"):
         assert keyed(both, name) == keyed(alone[0], name) | keyed(alone[1], name), name
         assert keyed(alone[0], name).isdisjoint(keyed(alone[1], name)), name
-    assert keyed(both, "rebalances") == {tuple(sorted(r.items())) for r in read["rebalances"]}
+    assert keyed(both, "rebalances") == {row_key(r) for r in read["rebalances"]}
 
     # The report: a self-contained page with its plots, as a browser renders it.
     report = out / "report.html"
@@ -370,3 +425,7 @@ async def test_audit_of_a_scripted_scenario_on_two_coordinators(
     assert svg_bars(dom, "chart-clients") >= 4
     for text_seen in ("audit-2", "session_expired", "partitions_added", "Rebalance audit"):
         assert text_seen in dom
+    slowest = re.search(r'<table[^>]*id="table-slowest".*?</table>', dom, re.S)
+    assert slowest, "no slowest-rebalances table"
+    assert "audit-1 @ /127.0.0.1" in slowest.group(0)  # who left, in "triggered by"
+    assert "topic orders" in slowest.group(0)

@@ -33,6 +33,7 @@ from coordinator.core.rebalance import (
     join_error,
     join_result,
     maybe_complete_join,
+    member_trigger,
     prepare_rebalance,
 )
 from coordinator.core.records import GroupMetadataKey, GroupMetadataValue, Record
@@ -165,7 +166,9 @@ def _add_member(
     if group.state is S.PREPARING_REBALANCE:
         maybe_complete_join(state, group, now_ms, fx)
     else:
-        prepare_rebalance(state, group, RebalanceCause.MEMBER_JOINED, member_id, now_ms, fx)
+        prepare_rebalance(
+            state, group, RebalanceCause.MEMBER_JOINED, member_trigger(member), now_ms, fx
+        )
 
 
 def _update_member(
@@ -218,7 +221,7 @@ def _join_existing(
         return None
     _update_member(reply_to, group, member, cmd, fx)
     cause = RebalanceCause.PROTOCOL_CHANGED if not same else RebalanceCause.LEADER_REJOINED
-    return prepare_rebalance(state, group, cause, member_id, now_ms, fx)
+    return prepare_rebalance(state, group, cause, member_trigger(member), now_ms, fx)
 
 
 def _replace_static(
@@ -283,10 +286,10 @@ def _replace_static(
             group.park_join(member, None, 0)  # pragma: no mutate
             return None
         return prepare_rebalance(
-            state, group, RebalanceCause.STATIC_MEMBER_REPLACED, new_id, now_ms, fx
+            state, group, RebalanceCause.STATIC_MEMBER_REPLACED, member_trigger(member), now_ms, fx
         )
     if group_state is S.COMPLETING_REBALANCE:
         return prepare_rebalance(
-            state, group, RebalanceCause.STATIC_MEMBER_REPLACED, new_id, now_ms, fx
+            state, group, RebalanceCause.STATIC_MEMBER_REPLACED, member_trigger(member), now_ms, fx
         )
     return maybe_complete_join(state, group, now_ms, fx)

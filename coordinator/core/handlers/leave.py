@@ -11,10 +11,15 @@ a rebalance; one leaving a group that prepares one may complete its join phase.
 from __future__ import annotations
 
 from coordinator.core.effects import Effects
-from coordinator.core.events import LeaveReason, RebalanceCause
+from coordinator.core.events import LeaveReason, RebalanceCause, RebalanceTrigger
 from coordinator.core.group import STATE_REPLIES, Check, GroupState
 from coordinator.core.messages import ErrorCode, LeaveGroup, LeaveGroupResult, LeftMember
-from coordinator.core.rebalance import drop_member, maybe_complete_join, prepare_rebalance
+from coordinator.core.rebalance import (
+    drop_member,
+    maybe_complete_join,
+    member_trigger,
+    prepare_rebalance,
+)
 from coordinator.core.state import CoreState
 
 E = ErrorCode
@@ -44,6 +49,7 @@ def handle(state: CoreState, reply_to: int, cmd: LeaveGroup, now_ms: int, fx: Ef
         return
     results: list[LeftMember] = []
     removed = pending_removed = False
+    trigger: RebalanceTrigger | None = None  # the first member removed names the rebalance
     for m in cmd.members:
         error = E.none
         if not m.member_id:
@@ -56,7 +62,9 @@ def handle(state: CoreState, reply_to: int, cmd: LeaveGroup, now_ms: int, fx: Ef
             if known is None:
                 error = E.unknown_member_id
             else:  # admin removal of a static member by instance id (KIP-345)
-                drop_member(group, group.members[known], LeaveReason.LEFT, fx)
+                member = group.members[known]
+                trigger = trigger or member_trigger(member)
+                drop_member(group, member, LeaveReason.LEFT, fx)
                 removed = True
         elif m.member_id in group.pending_members:
             del group.pending_members[m.member_id]
@@ -66,11 +74,13 @@ def handle(state: CoreState, reply_to: int, cmd: LeaveGroup, now_ms: int, fx: Ef
             if invalid is not None:
                 error = E.fenced_instance_id if invalid else E.unknown_member_id
             else:
-                drop_member(group, group.members[m.member_id], LeaveReason.LEFT, fx)
+                member = group.members[m.member_id]
+                trigger = trigger or member_trigger(member)
+                drop_member(group, member, LeaveReason.LEFT, fx)
                 removed = True
         results.append(LeftMember(m.member_id, m.group_instance_id, error))
     if removed and group.state in (_STABLE, _COMPLETING):
-        prepare_rebalance(state, group, RebalanceCause.MEMBER_LEFT, None, now_ms, fx)
+        prepare_rebalance(state, group, RebalanceCause.MEMBER_LEFT, trigger, now_ms, fx)
     elif (removed or pending_removed) and group.state is _PREPARING:
         maybe_complete_join(state, group, now_ms, fx)
     fx.replies.append((reply_to, LeaveGroupResult(E.none, tuple(results))))
