@@ -1,5 +1,6 @@
 """`groupcoord`: the command line.
 
+    groupcoord --version
     groupcoord serve [--config FILE] [--listen HOST:PORT] [--topic NAME:PARTITIONS ...] ...
     groupcoord groups list|describe GROUP [--bootstrap-server HOST:PORT]
     groupcoord log dump DATA_DIR
@@ -17,6 +18,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import importlib.metadata
 import logging
 import sys
 import uuid
@@ -56,8 +58,17 @@ def new_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
+def installed_version() -> str:
+    """The installed distribution's version (pyproject.toml's, through the package metadata)."""
+    try:
+        return importlib.metadata.version("groupcoord")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="groupcoord", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"groupcoord {installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve_cmd = sub.add_parser(
         "serve",
@@ -135,6 +146,8 @@ async def serve(settings: Settings) -> None:
         except OSError as exc:
             origin = settings.origin("metrics_listen")
             raise StartupError(f"{origin}: cannot listen: {exc}") from None
+        if obs.metrics is not None:
+            obs.metrics.history = recorder  # its drop and write counters (None: history off)
         await _start(server, settings, signals)
         if side is not None and not signals.stopping.is_set():
             await side.start(obs)
@@ -172,8 +185,8 @@ async def _journal(settings: Settings) -> tuple[Journal, DiskLog | None]:
     try:
         disk = await DiskLog.open(settings.data_dir, policy=settings.fsync)
     except OSError as exc:
-        origin = settings.origin("data_dir")
-        raise StartupError(f"{origin}: cannot open the log: {exc}") from None
+        problem = lifecycle.data_dir_problem(settings.origin("data_dir"), settings.data_dir, exc)
+        raise StartupError(problem) from None
     return DiskJournal(disk), disk
 
 
@@ -191,6 +204,11 @@ async def _start(server: Server, settings: Settings, signals: lifecycle.Signals)
     try:
         starting.result()
     except OSError as exc:
+        if server.listening:  # listening worked: loading the log failed (a read-only data dir)
+            problem = lifecycle.data_dir_problem(
+                settings.origin("data_dir"), settings.data_dir, exc
+            )
+            raise StartupError(problem) from None
         raise StartupError(f"{settings.origin('listen')}: cannot listen: {exc}") from None
 
 

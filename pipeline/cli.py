@@ -4,12 +4,15 @@
                      [--master local[*]] [--since 2024-05-01|24h] [--until ...] [--group G ...]
 
 PySpark is imported only when the command runs, so the rest of groupcoord works without the
-`pipeline` extra. Exit codes: 0 done, 2 bad arguments or PySpark missing, 1 the job failed.
+`pipeline` extra. Exit codes: 0 done, 2 bad arguments or PySpark missing, 1 the job failed or
+the filters (--group, --since, --until) matched no event (then nothing is written: an empty
+report reads like a quiet history, not like a typo).
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 import sys
 import time
@@ -82,6 +85,37 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _filters_match_nothing(
+    args: argparse.Namespace, segments: list[Any], since_ms: int | None, until_ms: int | None
+) -> str | None:
+    """Why the filters select no event (None: some event matches, or there is no filter). Reads
+    the segments up to the first match, before Spark starts; the groups the history does hold
+    are listed (and the closest named) only when nothing matched."""
+    if not (args.group or since_ms is not None or until_ms is not None) or not segments:
+        return None
+    from pipeline.segments import segment_rows
+
+    groups = None if not args.group else frozenset(args.group)
+    for ref in segments:
+        for _ in segment_rows(ref, groups=groups, since_ms=since_ms, until_ms=until_ms):
+            return None
+    shown = [f"--group {g}" for g in args.group or []]
+    shown += [f"--{name} {value}" for name in ("since", "until")
+              if (value := getattr(args, name)) is not None]  # fmt: skip
+    text = f"no event matches {' '.join(shown)} in {len(segments)} history segment(s)"
+    if not groups:
+        return text + "; nothing written"
+    present = sorted(
+        {row[4] for ref in segments for row in segment_rows(ref, since_ms=since_ms,
+                                                             until_ms=until_ms)}
+    )  # fmt: skip
+    hints = [m for g in groups for m in difflib.get_close_matches(g, present, n=1)]
+    text += f"; groups in that history: {', '.join(present[:10]) or 'none'}"
+    text += f" (and {len(present) - 10} more)" if len(present) > 10 else ""
+    text += f"; did you mean {', '.join(hints)}?" if hints else ""
+    return text + "; nothing written"
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         since_ms = None if args.since is None else parse_time(args.since)
@@ -110,6 +144,10 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"groupcoord audit: no history segments under {', '.join(data_dirs)}", file=sys.stderr
         )
+    unmatched = _filters_match_nothing(args, segments, since_ms, until_ms)
+    if unmatched is not None:
+        print(f"groupcoord audit: {unmatched}", file=sys.stderr)
+        return 1
     try:
         from pipeline.audit import run_audit, spark_session
     except ImportError as exc:

@@ -15,8 +15,9 @@ Invariants:
   environment variable, or the key and file) and what is wrong. The CLI prints it and exits 2.
 - Flags reach argparse as strings (no `type=`), so a bad number is our one-line error, not
   argparse's usage dump.
-- Unknown keys in the file are errors (a typo must not be silently ignored); unknown `GROUPCOORD_*`
-  environment variables are ignored (the environment is shared with other tools).
+- Unknown keys in the file are errors (a typo must not be silently ignored), all reported at once,
+  each with the closest known key; unknown `GROUPCOORD_*` environment variables are ignored (the
+  environment is shared with other tools).
 
 To add a knob: append a `Setting` to `SETTINGS` (and, if it relates to another, a check to
 `CROSS_CHECKS`), then read it from the resolved `Settings` in coordinator/cli.py as
@@ -28,6 +29,7 @@ current).
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -425,6 +427,13 @@ def read_file(path: str) -> dict[str, object]:
     return {key.replace("-", "_"): value for key, value in data.items()}
 
 
+def unknown_key(key: str, path: object, table: Sequence[Setting] = SETTINGS) -> str:
+    """`key in FILE: unknown setting`, with the closest known key when one is close enough."""
+    close = difflib.get_close_matches(key, [s.key for s in table], n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"{key} in {path}: unknown setting{hint}"
+
+
 def resolve(
     args: argparse.Namespace | Mapping[str, object],
     environ: Mapping[str, str] | None = None,
@@ -439,10 +448,11 @@ def resolve(
     path = flags.get("config") or env.get(CONFIG_ENV) or None
     if path is not None:
         settings.config_file = str(path)
-        known = {s.key for s in table}
-        for key, raw in read_file(str(path)).items():
-            if key not in known:
-                raise ConfigError(f"{key} in {path}: unknown setting")
+        values = read_file(str(path))
+        unknown = [key for key in values if key not in settings._table]
+        if unknown:  # every one at once, each with the known key it most looks like
+            raise ConfigError("; ".join(unknown_key(key, path, table) for key in unknown))
+        for key, raw in values.items():
             setting = settings._table[key]
             try:
                 settings.set(key, _from_toml(setting, raw), "file")

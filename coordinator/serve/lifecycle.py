@@ -11,13 +11,15 @@ Shutdown (uvicorn's server.py is the model):
   thread, which is exactly what may hang.
 - A second signal ends the process at once with 128 + the signal number (the shell's convention).
 
-Logs go to stderr only. `json` writes one object per line: ts, level, logger, msg, plus every
-`extra=` field of the call (e.g. the rebalance line's group_id, generation_id, cause).
+Start-up problems are one line naming the setting (`data_dir_problem` says what is wrong with a
+data dir). Logs go to stderr only. `json` writes one object per line: ts, level, logger, msg, plus
+every `extra=` field of the call (e.g. the rebalance line's group_id, generation_id, cause).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import os
@@ -25,6 +27,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Hashable
+from pathlib import Path
 from typing import Any, TextIO
 
 log = logging.getLogger("groupcoord")
@@ -86,6 +90,52 @@ def setup_logging(level: str, fmt: str, stream: TextIO | None = None) -> None:
     )
 
 
+class OncePerKey:
+    """A log line the first time a key (a client) is seen, then at most one per `interval_s` for
+    that key, saying how many repeats were not logged in between. A client that retries what we
+    refuse in a loop (kafka-python pinned to api_version 0.9 reconnected 67 times in 7 s) costs one
+    line, not one per attempt. At most `max_keys` keys are remembered (the oldest go first), so
+    a crowd of clients cannot grow it."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        *,
+        level: int = logging.WARNING,
+        interval_s: float = 60.0,
+        max_keys: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._logger = logger
+        self._level = level
+        self._interval_s = interval_s
+        self._max_keys = max_keys
+        self._clock = clock
+        self._keys: dict[Hashable, list[float]] = {}  # key -> [last logged at, repeats since]
+
+    def log(self, key: Hashable, msg: str, *args: object) -> bool:
+        """Log `msg % args` for `key` unless it was logged less than `interval_s` ago (then it is
+        only counted). True when a line was written."""
+        now = self._clock()
+        seen = self._keys.get(key)
+        if seen is None:
+            if len(self._keys) >= self._max_keys:
+                del self._keys[next(iter(self._keys))]
+            self._keys[key] = [now, 0]
+            self._logger.log(self._level, msg, *args)
+            return True
+        last, repeats = seen
+        if now - last < self._interval_s:
+            seen[1] = repeats + 1
+            return False
+        seen[0], seen[1] = now, 0
+        if repeats:
+            msg += " (and %d more times in the last %.0f s, not logged)"
+            args = (*args, int(repeats), now - last)
+        self._logger.log(self._level, msg, *args)
+        return True
+
+
 class Signals:
     """SIGTERM/SIGINT handling for `serve`: first = graceful stop, second = exit now."""
 
@@ -125,3 +175,31 @@ def _exit(code: int) -> None:
     for handler in logging.getLogger().handlers:
         handler.flush()
     os._exit(code)
+
+
+def data_dir_problem(origin: str, data_dir: str, exc: OSError) -> str:
+    """The one line for a data dir the log cannot use (`origin`: the setting as the user wrote
+    it, Settings.origin): what is wrong with the directory, not only the errno."""
+    blocker = _first_non_directory(Path(data_dir))
+    if blocker is not None:
+        what = "is a file" if blocker == Path(data_dir) else f"is under {blocker}, a file"
+        return (
+            f"{origin}: {data_dir} {what}, not a directory (name a directory; it is created"
+            " if missing)"
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        reason = "read-only file system" if exc.errno == errno.EROFS else "permission denied"
+        return (
+            f"{origin}: {data_dir} is not writable ({reason}: {exc.filename or data_dir}); the "
+            "group log is appended to there: give the user groupcoord runs as write access to "
+            "the directory and its files, or name another directory"
+        )
+    return f"{origin}: cannot use {data_dir} for the group log: {exc.strerror or exc}"
+
+
+def _first_non_directory(path: Path) -> Path | None:
+    """`path` or the nearest of its parents that exists but is not a directory, if any."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return None if candidate.is_dir() else candidate
+    return None

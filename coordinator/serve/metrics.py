@@ -31,6 +31,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -110,7 +111,7 @@ REQUEST_BUCKETS_S = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
     0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 )  # fmt: skip
-_REQUEST_BOUNDS_NS = tuple(round(b * NS) for b in REQUEST_BUCKETS_S)
+REQUEST_BOUNDS_NS = tuple(round(b * NS) for b in REQUEST_BUCKETS_S)
 # Rebalances: the initial delay is 3 s by default, the rebalance timeout up to minutes.
 REBALANCE_BUCKETS_S = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
@@ -122,11 +123,13 @@ FSYNC_BUCKETS_S = (
 
 
 def api_name(api_key: int) -> str:
-    """Kafka's request name (JoinGroup, OffsetCommit, ...), as its JMX metrics spell it."""
+    """Kafka's request name (JoinGroup, OffsetCommit, ...), as its JMX metrics spell it: for the
+    APIs groupcoord serves and every other API Kafka defines (kio's table); a number otherwise."""
     spec = apis.APIS.get(api_key)
-    if spec is None:
+    name = spec.name if spec is not None else api_key_map.get(api_key)
+    if name is None:
         return str(api_key)
-    return "".join(part.capitalize() for part in spec.name.split("_"))
+    return "".join(part.capitalize() for part in name.split("_"))
 
 
 def error_name(code: int) -> str:
@@ -192,13 +195,17 @@ class RequestStats:
         self.buckets: dict[int, list[int]] = {}  # api_key -> count per latency bucket (+Inf last)
         self.sums_ns: dict[int, int] = {}
         self.heartbeat_errors: dict[int, int] = {}  # error code (never NONE) -> heartbeats
-        self._api(apis.HEARTBEAT)
+        # Every API the server answers has its series from the start (at 0): a rate() over a
+        # series that appears only at its first request misses that request, and a dashboard
+        # cannot tell "no Fetch yet" from "Fetch not counted".
+        for api_key in apis.APIS:
+            self._api(api_key)
 
     def _api(self, api_key: int) -> dict[int, int]:
         counts = self.counts.get(api_key)
         if counts is None:
             counts = self.counts[api_key] = {}
-            self.buckets[api_key] = [0] * (len(_REQUEST_BOUNDS_NS) + 1)
+            self.buckets[api_key] = [0] * (len(REQUEST_BOUNDS_NS) + 1)
             self.sums_ns[api_key] = 0
         return counts
 
@@ -208,7 +215,7 @@ class RequestStats:
         if counts is None:
             counts = self._api(api_key)
         counts[error] = counts.get(error, 0) + 1
-        self.buckets[api_key][bisect_left(_REQUEST_BOUNDS_NS, ns)] += 1
+        self.buckets[api_key][bisect_left(REQUEST_BOUNDS_NS, ns)] += 1
         self.sums_ns[api_key] += ns
 
     def answered(self, api_key: int, result: Result, t0_ns: int) -> None:
@@ -223,7 +230,7 @@ class RequestStats:
             t0 = perf_counter_ns()
             result = runtime.heartbeat(command)
             ns = perf_counter_ns() - t0
-            self.buckets[apis.HEARTBEAT][bisect_left(_REQUEST_BOUNDS_NS, ns)] += 1
+            self.buckets[apis.HEARTBEAT][bisect_left(REQUEST_BOUNDS_NS, ns)] += 1
             self.sums_ns[apis.HEARTBEAT] += ns
         error = result.error
         if error:
@@ -234,8 +241,15 @@ class RequestStats:
     def total(self, api_key: int) -> int:
         return sum(self.counts.get(api_key, {}).values())
 
+    def not_answered_here(self, api_keys: Iterable[int]) -> None:
+        """Drop the (still empty) series of APIs this server forwards instead of answering
+        (sidecar mode: Produce, Fetch, ... go upstream, counted as groupcoord_upstream_*)."""
+        for api_key in api_keys:
+            if not self.counts.get(api_key, True):
+                del self.counts[api_key], self.buckets[api_key], self.sums_ns[api_key]
 
-def _cumulative(counts: list[int], bounds_s: Iterable[float]) -> list[tuple[str, float]]:
+
+def cumulative_buckets(counts: list[int], bounds_s: Iterable[float]) -> list[tuple[str, float]]:
     out: list[tuple[str, float]] = []
     running = 0
     for bound, n in zip(bounds_s, counts, strict=False):
@@ -337,6 +351,9 @@ class Metrics:
         }
         self._by_reason = {reason: self.leaves.labels(reason.value) for reason in LeaveReason}
         self.last_rebalance_s: dict[str, float] = {}  # per group, only with per_group
+        # The history recorder (coordinator.serve.history.HistoryRecorder), when the history is
+        # on: its counters (plain ints) are read at scrape time.
+        self.history: Any = None
         self._handlers: dict[type, Callable[[Any], None]] = {
             GroupCreated: lambda e: self.groups_created.inc(),
             GroupDeleted: self._group_deleted,
@@ -446,6 +463,7 @@ class _StateCollector:
         yield from self._groups()
         yield from self._log()
         yield from self._topic_hashes()
+        yield from self._history()
         yield from self._fleet.collect(getattr(self.m.server, "fleet_status", None))
         if self.m.per_group:
             yield from self._per_group()
@@ -469,11 +487,11 @@ class _StateCollector:
             if api_key == apis.HEARTBEAT:  # the server counts them all; stats only the errors
                 counts = dict(stats.heartbeat_errors)
                 counts[0] = heartbeats - sum(counts.values())
-            for error, n in sorted(counts.items()):
+            for error, n in sorted(counts.items()) or [(0, 0)]:
                 requests.add_metric([name, error_name(error)], n)
             duration.add_metric(
                 [name],
-                _cumulative(stats.buckets[api_key], REQUEST_BUCKETS_S),
+                cumulative_buckets(stats.buckets[api_key], REQUEST_BUCKETS_S),
                 stats.sums_ns[api_key] / NS,
             )
         yield requests
@@ -610,6 +628,25 @@ class _StateCollector:
              ("recomputations", "recomputes")),
         ):  # fmt: skip
             value = _int_attr(cache, *attrs)
+            if value is not None:
+                yield CounterMetricFamily(name, doc, value=value)
+
+    def _history(self) -> Iterator[Metric]:
+        recorder = self.m.history
+        if recorder is None:
+            return
+        for name, doc, attr in (
+            ("groupcoord_history_dropped_events", "Events not recorded in the history because "
+             "its queue was full (the disk slower than the events); group state is unaffected",
+             "dropped"),
+            ("groupcoord_history_lost_entries", "History entries lost to a failed write",
+             "lost"),
+            ("groupcoord_history_write_errors", "Failed writes of the history log",
+             "write_errors"),
+            ("groupcoord_history_written_entries", "Entries written to the history log",
+             "written"),
+        ):  # fmt: skip
+            value = _int_attr(recorder, attr)
             if value is not None:
                 yield CounterMetricFamily(name, doc, value=value)
 

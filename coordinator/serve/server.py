@@ -41,7 +41,9 @@ from coordinator.core.messages import (
 from coordinator.core.topics import TopicCatalog, TopicInfo
 from coordinator.serve import adapters
 from coordinator.serve.journal import DiskJournal
+from coordinator.serve.lifecycle import OncePerKey
 from coordinator.serve.listener import Listening, start_listener
+from coordinator.serve.metrics import api_name
 from coordinator.serve.runtime import EventSink, Journal, MemoryJournal, Runtime
 from coordinator.serve.topic_service import TopicService
 from protocol import apis, codec, fastpath
@@ -230,19 +232,20 @@ class Connection(asyncio.Protocol):
         if not self._closed and self._transport is not None:
             self._transport.write(data)
 
-    def abort(self, reason: str) -> None:
-        """The client sent something we cannot serve: close at once, as a broker does."""
+    def abort(self, reason: str, *, quiet: bool = False) -> None:
+        """The client sent something we cannot serve: close at once, as a broker does. `quiet`:
+        the caller logged why already (at DEBUG here)."""
         if not self._closed:
             self._server.protocol_errors += 1
-            self.drop(reason)
+            self.drop(reason, quiet=quiet)
 
-    def drop(self, reason: str) -> None:
+    def drop(self, reason: str, *, quiet: bool = False) -> None:
         """Close at once, dropping queued writes, for a reason that is not the client's protocol
         error (a stop that the client holds up by not reading; a bug on our side). Also ends a
         connection that `close` is still flushing: that is the stop's case."""
         if self._transport is None or self not in self._server.connections:
             return  # connection_lost came already
-        log.warning("closing connection from %s: %s", self.peer, reason)
+        (log.debug if quiet else log.warning)("closing connection from %s: %s", self.peer, reason)
         self._closed = True
         self._transport.abort()
 
@@ -294,6 +297,7 @@ class Server:
         self.catalog = catalog
         self.connections: set[Connection] = set()
         self.protocol_errors = 0
+        self.refusals = OncePerKey(log)  # unsupported API versions, logged once per client
         self.heartbeats = 0  # a plain counter: the hot path makes no prometheus call
         self.connections_accepted = 0
         self.load_seconds: float | None = None  # the last log replay (metrics)
@@ -520,13 +524,29 @@ class Server:
             if exc.header.api_key == _API_VERSIONS:
                 conn.send(codec.encode_api_versions_unsupported(exc.header))
             else:
-                conn.abort(f"unsupported API {exc.header.api_key} v{exc.header.api_version}")
+                self._unsupported(conn, exc.header)
             return
         except codec.DecodeError as exc:
             conn.abort(f"malformed request: {exc}")
             return
 
         self.routes[header.api_key](conn, header, request, t0)
+
+    def _unsupported(self, conn: Connection, header: RequestHeader) -> None:
+        """An API or version we do not serve: close the connection, as a broker does. One log
+        line per client and request kind, rate-limited (lifecycle.OncePerKey): such a client
+        reconnects and asks again at once."""
+        name = api_name(header.api_key)
+        spec = apis.APIS.get(header.api_key)
+        served = f"v{spec.min_version}-v{spec.max_version} only" if spec else "not at all"
+        self.refusals.log(
+            (conn.client_host, header.client_id, header.api_key, header.api_version),
+            "refusing %s v%d from %s (client id %r): groupcoord serves %s %s; closing its "
+            "connections (the client is too old, or configured with an old api_version)",
+            name, header.api_version, conn.client_host.lstrip("/"), header.client_id, name,
+            served,
+        )  # fmt: skip
+        conn.abort(f"unsupported API {name} v{header.api_version}", quiet=True)
 
     # -- the routes: one handler per advertised API (`_build_routes`) ----------------------------
 

@@ -66,6 +66,7 @@ from coordinator.sidecar.rewrite import (
     RewriteError,
     Sink,
 )
+from coordinator.sidecar.traffic import UpstreamCollector
 from coordinator.sidecar.upstream import Link, Upstreams, UpstreamUnavailable
 from protocol import apis, codec
 from protocol.framing import FramingError
@@ -88,6 +89,8 @@ _WHOLE: Final = (
     | {API_VERSIONS, FIND_COORDINATOR, METADATA, DESCRIBE_CLUSTER, 17, 36}  # 17, 36: SASL
 )
 _GROUP_KEY: Final = 0
+# What a sidecar answers itself (groupcoord_requests_total); the rest is forwarded upstream.
+_ANSWERED_HERE: Final = apis.GROUP_APIS | {API_VERSIONS, FIND_COORDINATOR}
 _PAUSED_UPSTREAM: Final = 1  # reasons a client connection's reading is paused (bit mask)
 _PAUSED_PENDING: Final = 2
 _REFRESH_REQUEST = MetadataRequest(
@@ -177,6 +180,12 @@ class Sidecar:
                 obs.status.add_fields(self.lag.status)
                 if obs.metrics is not None:
                     obs.metrics.registry.register(LagCollector(self.lag))
+        if obs is not None:  # the status page's end offsets: the lag tracker's, else unknown
+            obs.status.end_offsets = None if self.lag is None else self.lag.measured_end_offsets
+        if obs is not None and obs.metrics is not None:
+            # Forwarded APIs are counted as groupcoord_upstream_*, not as answered here.
+            obs.metrics.stats.not_answered_here(apis.APIS.keys() - _ANSWERED_HERE)
+            obs.metrics.registry.register(UpstreamCollector(self))
 
     async def stop(self) -> None:
         """After `server.stop()`: close the broker listeners, what they still serve, and the
@@ -492,8 +501,8 @@ class _LocalReply:
     def send(self, data: bytes) -> None:
         self._conn.complete(self._slot, data)
 
-    def abort(self, reason: str) -> None:
-        self._conn.abort(reason)
+    def abort(self, reason: str, *, quiet: bool = False) -> None:
+        self._conn.abort(reason, quiet=quiet)
 
     def close(self) -> None:
         self._conn.close()
@@ -602,10 +611,10 @@ class SidecarConnection(asyncio.Protocol):
         slot = _Slot(self)
         self._slots.append(slot)
         if acks == 0:  # no response will come (see _handle)
-            link.expect(correlation_id, None)
+            link.expect(correlation_id, None, api_key, total)
             self.complete(slot, b"")
         else:
-            link.expect(correlation_id, slot)
+            link.expect(correlation_id, slot, api_key, total)
         return link
 
     def _handle(self, frame: bytes) -> None:
@@ -714,13 +723,23 @@ class SidecarConnection(asyncio.Protocol):
         except Exception:  # truncated: forward it and let the upstream answer
             return -1
 
+    def _answered_here(self, slot: _Slot, data: bytes, api_key: int, t0: int) -> None:
+        """`complete`, counted in groupcoord_requests_total as the server counts its answers."""
+        self.complete(slot, data)
+        stats = self._sidecar.server.stats
+        if stats is not None:
+            stats.done(api_key, 0, t0)
+
     def _api_versions(self, frame: bytes) -> None:
         slot = _Slot(self)
         self._slots.append(slot)
+        stats = self._sidecar.server.stats
+        t0 = stats.clock() if stats is not None else 0
         try:
             header, request = codec.decode_request(frame[4:])
         except codec.ApiVersionsUnsupported as exc:
-            self.complete(slot, codec.encode_api_versions_unsupported(exc.header))
+            data = codec.encode_api_versions_unsupported(exc.header)
+            self._answered_here(slot, data, API_VERSIONS, t0)
             return
         except codec.DecodeError as exc:
             self.abort(f"malformed request: {exc}")
@@ -729,7 +748,7 @@ class SidecarConnection(asyncio.Protocol):
         ranges = self._sidecar.cached_ranges(self._node_id)
         if ranges is not None:
             data = rewrite.api_versions_frame(correlation_id, version, request, ranges)
-            self.complete(slot, data)
+            self._answered_here(slot, data, API_VERSIONS, t0)
             return
 
         async def later() -> None:
@@ -739,7 +758,7 @@ class SidecarConnection(asyncio.Protocol):
                 self.drop(f"upstream unavailable: {exc}")
                 return
             data = rewrite.api_versions_frame(correlation_id, version, request, ranges)
-            self.complete(slot, data)
+            self._answered_here(slot, data, API_VERSIONS, t0)
 
         self._sidecar.spawn(later())
 
@@ -759,10 +778,11 @@ class SidecarConnection(asyncio.Protocol):
             return
         slot = _Slot(self)
         self._slots.append(slot)
+        stats = self._sidecar.server.stats
+        t0 = stats.clock() if stats is not None else 0
         coordinator = self._sidecar.coordinator()
-        self.complete(
-            slot, rewrite.find_coordinator_frame(correlation_id, version, request, coordinator)
-        )
+        data = rewrite.find_coordinator_frame(correlation_id, version, request, coordinator)
+        self._answered_here(slot, data, FIND_COORDINATOR, t0)
 
     # -- forwarding ------------------------------------------------------------------------------
 
@@ -859,11 +879,12 @@ class SidecarConnection(asyncio.Protocol):
         if was and not self._paused and self._transport is not None and not self._closed:
             self._transport.resume_reading()
 
-    def abort(self, reason: str) -> None:
-        """The client sent something we cannot serve: close, as a broker does."""
+    def abort(self, reason: str, *, quiet: bool = False) -> None:
+        """The client sent something we cannot serve: close, as a broker does (`quiet`: the
+        caller logged why already)."""
         if self._closed:
             return
-        log.warning("closing connection from %s: %s", self.peer, reason)
+        (log.debug if quiet else log.warning)("closing connection from %s: %s", self.peer, reason)
         self._sidecar.server.protocol_errors += 1
         self._close_now()
 

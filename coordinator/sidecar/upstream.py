@@ -31,6 +31,7 @@ from typing import Any, Final, Protocol, cast
 
 from coordinator.sidecar import rewrite
 from coordinator.sidecar.rewrite import BrokerAddress, FrameStream, Sink
+from coordinator.sidecar.traffic import ApiTraffic, UpstreamStats
 from protocol.framing import FramingError
 
 log = logging.getLogger("groupcoord.upstream")
@@ -45,6 +46,10 @@ MAX_IDLE_LINKS: Final = 16
 # Responses can be as large as a Fetch allows (fetch.max.bytes, 50 MiB by default) and more.
 MAX_RESPONSE_BYTES: Final = 1 << 30
 _CORRELATION: Final = struct.Struct(">i")
+_API_KEY: Final = struct.Struct(">h")  # a request frame's, after its size prefix
+# A request waiting for its response: correlation id, callback, and for a forwarded request the
+# traffic counters of its API and when it was sent (coordinator.sidecar.traffic).
+_Waiting = tuple[int, ResponseCallback | None, ApiTraffic | None, int]
 
 
 class UpstreamUnavailable(Exception):
@@ -69,14 +74,16 @@ class Link(asyncio.Protocol):
         "closed",
         "owner",
         "paused",
+        "stats",
         "transport",
     )
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.stats = broker.stats  # None: nothing counted (a fleet's peer links)
         self.transport: asyncio.Transport | None = None
         self._stream = FrameStream(self._on_frame, self._on_start, MAX_RESPONSE_BYTES, 8)
-        self._waiting: deque[tuple[int, ResponseCallback | None]] = deque()
+        self._waiting: deque[_Waiting] = deque()
         # The callback of the response being received (taken off _waiting when its header came)
         # and, when that response streams through, where its bytes go.
         self._current: ResponseCallback | None = None
@@ -89,25 +96,37 @@ class Link(asyncio.Protocol):
     def in_flight(self) -> int:
         return len(self._waiting) + (self._current is not None)
 
-    def expect(self, correlation_id: int, callback: ResponseCallback | None) -> None:
+    def expect(
+        self,
+        correlation_id: int,
+        callback: ResponseCallback | None,
+        api_key: int = -1,
+        nbytes: int = 0,
+    ) -> None:
         """A request with this correlation id is about to be written: `callback` gets its
         framed response, or None if the link fails first. If the callback has a `begin()`
         returning a Sink, a large response streams to that sink instead. Produce with acks=0
         passes None: Kafka sends no answer to it, but some brokers (tansu) do, so an answer with
-        its correlation id is expected and dropped."""
+        its correlation id is expected and dropped. A forwarded request names its `api_key` and
+        size: it is counted in `stats` (coordinator.sidecar.traffic)."""
         if self.closed or self.transport is None:
             if callback is not None:
                 callback(None)
             return
-        self._waiting.append((correlation_id, callback))
+        stats = self.stats
+        if stats is None or api_key < 0:
+            self._waiting.append((correlation_id, callback, None, 0))
+        else:
+            traffic = stats.sent(api_key, nbytes)
+            self._waiting.append((correlation_id, callback, traffic, stats.clock()))
 
     def write(self, data: bytes) -> None:
         if not self.closed and self.transport is not None:
             self.transport.write(data)
 
     def send(self, frame: bytes, correlation_id: int, callback: ResponseCallback | None) -> None:
-        """`expect` + `write` for a whole framed request."""
-        self.expect(correlation_id, callback)
+        """`expect` + `write` for a whole framed client request (counted as forwarded)."""
+        self.expect(correlation_id, callback, _API_KEY.unpack_from(frame, 4)[0], len(frame))
         self.write(frame)
 
     def close(self) -> None:
@@ -128,20 +147,23 @@ class Link(asyncio.Protocol):
         except FramingError as exc:
             self._protocol_error(f"bad response framing: {exc}")
 
-    def _take(self, correlation_id: int) -> bool:
-        """Take the callback the response with this correlation id answers; False (and the link
-        closed) when the stream is out of step."""
+    def _take(self, correlation_id: int, nbytes: int) -> bool:
+        """Take the callback the response with this correlation id (`nbytes` long) answers;
+        False (and the link closed) when the stream is out of step."""
         waiting = self._waiting
         while True:
             if not waiting:
                 self._protocol_error(f"a response (id {correlation_id}) nobody asked for")
                 return False
-            expected, callback = waiting.popleft()
+            entry = waiting.popleft()
+            expected, callback, traffic, sent_ns = entry
             if expected == correlation_id:
                 self._current = callback
+                if traffic is not None:
+                    traffic.answered(nbytes, sent_ns)
                 return True
             if callback is not None:
-                waiting.appendleft((expected, callback))
+                waiting.appendleft(entry)
                 self._protocol_error(f"correlation id {correlation_id} where {expected} was due")
                 return False
             # An acks=0 Produce that got no answer, as Kafka's broker does; skip it.
@@ -149,7 +171,9 @@ class Link(asyncio.Protocol):
     def _on_frame(self, frame: bytes) -> None:
         if self.closed:
             return
-        if self._current is None and not self._take(_CORRELATION.unpack_from(frame, 4)[0]):
+        if self._current is None and not self._take(
+            _CORRELATION.unpack_from(frame, 4)[0], len(frame)
+        ):
             return
         callback, self._current = self._current, None
         if callback is not None:  # (an answer to acks=0, as tansu gives, is dropped)
@@ -157,7 +181,7 @@ class Link(asyncio.Protocol):
 
     def _on_start(self, data: bytes, pos: int, total: int) -> Sink | None:
         """A large response's header is here: stream it if its receiver can take it now."""
-        if self.closed or not self._take(_CORRELATION.unpack_from(data, pos + 4)[0]):
+        if self.closed or not self._take(_CORRELATION.unpack_from(data, pos + 4)[0], total):
             return None
         begin = getattr(self._current, "begin", None)
         out = begin() if begin is not None else None
@@ -198,7 +222,7 @@ class Link(asyncio.Protocol):
         self.broker.link_lost(self)
         waiting, self._waiting = self._waiting, deque()
         current, self._current, self._out = self._current, None, None
-        for callback in [current, *(c for _, c in waiting)]:
+        for callback in [current, *(entry[1] for entry in waiting)]:
             if callback is not None:
                 callback(None)
         if self.owner is not None:
@@ -226,10 +250,13 @@ class _ResponseSink:
 class Broker:
     """One upstream broker (or bootstrap address, node_id -1 until Metadata names it)."""
 
-    def __init__(self, host: str, port: int, node_id: int = -1) -> None:
+    def __init__(
+        self, host: str, port: int, node_id: int = -1, stats: UpstreamStats | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.node_id = node_id
+        self.stats = stats  # its links count what they forward there (None: nothing counted)
         self.rack: str | None = None
         self.api_versions: dict[int, tuple[int, int]] | None = None
         self._idle: list[Link] = []
@@ -246,6 +273,11 @@ class Broker:
 
     def in_backoff(self) -> bool:
         return asyncio.get_running_loop().time() < self._retry_at
+
+    @property
+    def reachable(self) -> bool:
+        """False from a failed connection attempt until one succeeds (the metrics' broker_up)."""
+        return self._backoff_s == 0.0
 
     async def connect(self) -> Link:
         """An idle pooled link, or a new one. Raises UpstreamUnavailable at once while in backoff,
@@ -308,7 +340,8 @@ class Broker:
             if not future.done():
                 future.set_result(frame)
 
-        link.send(rewrite.encode_request(entity, correlation_id, CLIENT_ID), correlation_id, done)
+        link.expect(correlation_id, done)  # the sidecar's own: not counted as forwarded
+        link.write(rewrite.encode_request(entity, correlation_id, CLIENT_ID))
         try:
             frame = await asyncio.wait_for(future, CONTROL_TIMEOUT_S)
         except TimeoutError:
@@ -323,6 +356,7 @@ class Upstreams:
     """The upstream cluster as the sidecar knows it: brokers by node id, and the bootstrap list."""
 
     def __init__(self, bootstrap: list[tuple[str, int]]) -> None:
+        self.stats = UpstreamStats()  # what clients' requests forward (coordinator.sidecar.traffic)
         self._by_address: dict[tuple[str, int], Broker] = {}
         self.bootstrap = [self._broker_at(host, port) for host, port in bootstrap]
         self.brokers: dict[int, Broker] = {}
@@ -330,7 +364,7 @@ class Upstreams:
     def _broker_at(self, host: str, port: int) -> Broker:
         broker = self._by_address.get((host, port))
         if broker is None:
-            broker = self._by_address[host, port] = Broker(host, port)
+            broker = self._by_address[host, port] = Broker(host, port, stats=self.stats)
         return broker
 
     def update(self, addresses: list[BrokerAddress]) -> list[int]:

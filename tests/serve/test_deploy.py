@@ -8,7 +8,10 @@ never built in the tests) and against a real `groupcoord serve`:
   fleet"): state upstream, each member advertising an address the others reach (the pod IP from
   the downward API; the compose service name) on the declared fleet port;
 - every metric the Grafana dashboard queries is exported by a running server's /metrics after a
-  small scenario (join, sync, commit, leave), with the labels the queries group by;
+  small scenario (join, sync, commit, leave), with the labels the queries group by; the sidecar
+  panels' (upstream, lag) by a sidecar in front of a real tansu, after traffic through it;
+- each manifest sizes the rebalance history to its volume (with room to spare), and nothing
+  names a namespace: the StatefulSet's address comes from its own (the downward API);
 - the Dockerfile's CMD is the console script the tests run (`coordinator.cli:main`), its ENV
   resolves to a listener on 0.0.0.0 and the data volume, and its HEALTHCHECK one-liner passes
   against a running server and fails without one.
@@ -37,6 +40,9 @@ from coordinator.serve import addresses, config
 from tests.support import ops_util
 from tests.support import realclients as rc
 from tests.support.durability_util import RawConn
+from tests.support.sidecar_util import Stack, commit, create_topic, produce, stack
+
+__all__ = ["stack"]  # the fixture
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -101,22 +107,26 @@ def _groupcoord_containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in pods if c["name"] == "groupcoord"]
 
 
-# What the downward API gives a container in these tests (status.podIP and the like).
+# What the downward API gives a container in these tests (status.podIP and the like). Not the
+# `default` namespace: a manifest that assumed it would go unnoticed.
 POD_FIELDS = {"status.podIP": "10.1.2.3", "metadata.name": "orders-worker-7d9f-abcde",
-              "metadata.namespace": "default"}  # fmt: skip
+              "metadata.namespace": "payments"}  # fmt: skip
 _K8S_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
-def container_env(container: dict[str, Any]) -> dict[str, str]:
+def container_env(
+    container: dict[str, Any], fields: dict[str, str] | None = None
+) -> dict[str, str]:
     """A container's env as Kubernetes resolves it: values, and downward-API fields."""
+    fields = POD_FIELDS if fields is None else fields
     env: dict[str, str] = {}
     for e in container.get("env", []):
         if "value" in e:
             env[e["name"]] = str(e["value"])
         else:
             path = e["valueFrom"]["fieldRef"]["fieldPath"]
-            assert path in POD_FIELDS, f"{e['name']}: an unexpected downward-API field {path}"
-            env[e["name"]] = POD_FIELDS[path]
+            assert path in fields, f"{e['name']}: an unexpected downward-API field {path}"
+            env[e["name"]] = fields[path]
     return env
 
 
@@ -196,6 +206,87 @@ def test_kubernetes_sidecars_form_a_fleet() -> None:
     assert "volumeClaimTemplates" not in sidecar["spec"]
     text = (DEPLOY / "kubernetes" / "sidecar.yaml").read_text()
     assert "NetworkPolicy" in text and "9094" in text  # the comment on pod-to-pod reachability
+
+
+# -- sizes and namespaces -------------------------------------------------------------------------
+
+_QUANTITY = re.compile(r"^(\d+)(Ki|Mi|Gi|Ti)?$")
+_UNITS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}
+# The history at its largest (its retention plus the segment being written) takes at most half
+# of its volume: the rest is the group log's (StatefulSet) or headroom (the sidecar's emptyDir).
+HISTORY_SHARE = 0.5
+
+
+def quantity_bytes(text: object) -> int:
+    """A Kubernetes quantity (1Gi, 256Mi) in bytes."""
+    match = _QUANTITY.match(str(text))
+    assert match, f"an unexpected quantity {text!r}"
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def resolved(doc: dict[str, Any], tmp_path: Path, fields: dict[str, str] | None = None
+             ) -> config.Settings:  # fmt: skip
+    """The settings a workload's groupcoord container runs with (its ConfigMap file included)."""
+    configmap = next(d for d in manifests() if d["kind"] == "ConfigMap")
+    toml_path = tmp_path / "groupcoord.toml"
+    toml_path.write_text(configmap["data"]["groupcoord.toml"])
+    (container,) = _groupcoord_containers(doc)
+    env = container_env(container, fields)
+    argv = [expand(a.replace("/etc/groupcoord/groupcoord.toml", str(toml_path)), env)
+            for a in container["args"]]  # fmt: skip
+    return serve_settings(argv, env)
+
+
+def volume_bytes(doc: dict[str, Any], name: str) -> int:
+    """The size of a workload's volume `name`: its claim's request, or its emptyDir's limit."""
+    for claim in doc["spec"].get("volumeClaimTemplates", []):
+        if claim["metadata"]["name"] == name:
+            return quantity_bytes(claim["spec"]["resources"]["requests"]["storage"])
+    volume = next(v for v in doc["spec"]["template"]["spec"]["volumes"] if v["name"] == name)
+    assert "sizeLimit" in volume.get("emptyDir", {}), f"{name}: a volume of unbounded size"
+    return quantity_bytes(volume["emptyDir"]["sizeLimit"])
+
+
+def test_history_retention_fits_each_volume(tmp_path: Path) -> None:
+    workloads = [d for d in manifests() if d["kind"] in ("StatefulSet", "Deployment")]
+    assert len(workloads) == 2
+    for doc in workloads:
+        settings = resolved(doc, tmp_path)
+        (container,) = _groupcoord_containers(doc)
+        (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == settings.data_dir]
+        size = volume_bytes(doc, mount["name"])
+        largest = settings.history_retention_bytes + settings.history_segment_bytes
+        assert settings.history, doc["kind"]
+        assert largest <= size * HISTORY_SHARE, (
+            f"{doc['kind']}: history up to {largest >> 20} MiB in a {size >> 20} MiB volume"
+        )
+        assert settings.history_segment_bytes * 4 <= settings.history_retention_bytes
+    # Compose volumes have no size: the history's is set there rather than left at 1 GiB.
+    compose = [yaml.safe_load((DEPLOY / name).read_text())["services"]
+               for name in ("docker-compose.yml", "docker-compose.fleet.yml")]  # fmt: skip
+    services = [s for c in compose for name, s in c.items() if name.startswith("groupcoord")]
+    assert len(services) == 4
+    for service in services:
+        env = dict(image_env(), **{k: str(v) for k, v in service["environment"].items()})
+        settings = serve_settings(service.get("command", ["groupcoord", "serve"]), env)
+        assert settings.source("history_retention_bytes") != "default", service
+        largest = settings.history_retention_bytes + settings.history_segment_bytes
+        assert largest <= 512 << 20
+
+
+def test_no_namespace_is_hardcoded(tmp_path: Path) -> None:
+    """Applied in any namespace, the StatefulSet tells clients its Service's name there."""
+    text = "\n".join(p.read_text() for p in sorted((DEPLOY / "kubernetes").glob("*.yaml")))
+    assert ".default.svc" not in text and "namespace: default" not in text
+    docs = manifests()
+    assert all("namespace" not in d["metadata"] for d in docs)
+    statefulset = next(d for d in docs if d["kind"] == "StatefulSet")
+    service = next(d for d in docs if d["kind"] == "Service")
+    for namespace in ("payments", "kafka-tools"):
+        fields = dict(POD_FIELDS, **{"metadata.namespace": namespace})
+        settings = resolved(statefulset, tmp_path, fields)
+        name = service["metadata"]["name"]
+        assert settings.advertised_host == f"{name}.{namespace}.svc.cluster.local"
 
 
 def test_compose_fleet_runs_three_sidecars_on_one_upstream() -> None:
@@ -283,7 +374,15 @@ def test_dashboard_covers_what_the_issue_asks() -> None:
     for needed in ("groupcoord_rebalances_total", "groupcoord_rebalance_duration_seconds_bucket",
                    "sum by (state) (groupcoord_groups", "groupcoord_requests_total",
                    "groupcoord_request_duration_seconds_bucket", "groupcoord_log_size_bytes",
-                   "groupcoord_log_fsync_seconds_bucket", "sum by (cause)"):  # fmt: skip
+                   "groupcoord_log_fsync_seconds_bucket", "sum by (cause)",
+                   # issue 24: lag, the upstream, history drops
+                   "groupcoord_group_lag_sum", "groupcoord_upstream_up",
+                   "groupcoord_upstream_broker_up",
+                   "sum by (api) (rate(groupcoord_upstream_requests",
+                   "groupcoord_upstream_request_bytes_total",
+                   "groupcoord_upstream_response_bytes_total",
+                   "groupcoord_upstream_request_duration_seconds_bucket",
+                   "groupcoord_history_dropped_events_total"):  # fmt: skip
         assert needed in text, needed
 
 
@@ -313,19 +412,23 @@ async def _scenario(port: int) -> None:
         conn.close()
 
 
-async def test_every_dashboard_metric_is_exported(tmp_path: Path) -> None:
-    proc = ops_util.start(tmp_path, tmp_path / "data", {"t": 2}, metrics=True)
-    try:
-        await _scenario(proc.port)
-        families = list(text_string_to_metric_families(proc.metrics_text()))
-    finally:
-        proc.kill()
+# The sidecar panels' metrics: only a sidecar exports them (lag only with --metrics-per-group).
+_SIDECAR_ONLY = re.compile(r"\bgroupcoord_(upstream_|group_lag_)")
+
+
+def exported_labels(text: str) -> dict[str, set[str]]:
     labels: dict[str, set[str]] = {}
-    for family in families:
+    for family in text_string_to_metric_families(text):
         for sample in family.samples:
             labels.setdefault(sample.name, set()).update(sample.labels)
+    return labels
+
+
+def not_exported(exprs: list[str], labels: dict[str, set[str]]) -> list[str]:
+    """What the queries `exprs` read (metrics, and labels they group or match by) that a scrape
+    with these `labels` lacks."""
     missing: list[str] = []
-    for expr in dashboard_queries():
+    for expr in exprs:
         names = _METRIC.findall(expr)
         assert names, expr
         missing += [f"{n} (in {expr})" for n in names if n not in labels]
@@ -334,9 +437,38 @@ async def test_every_dashboard_metric_is_exported(tmp_path: Path) -> None:
         used -= {"le", "job", "instance", ""}  # le: every bucket; job/instance: Prometheus's own
         have = set().union(*(labels.get(n, set()) for n in names))
         missing += [f"label {label!r} of {names} (in {expr})" for label in used - have]
+    return missing
+
+
+async def test_every_dashboard_metric_is_exported(tmp_path: Path) -> None:
+    proc = ops_util.start(tmp_path, tmp_path / "data", {"t": 2}, metrics=True)
+    try:
+        await _scenario(proc.port)
+        labels = exported_labels(proc.metrics_text())
+    finally:
+        proc.kill()
+    exprs = [e for e in dashboard_queries() if not _SIDECAR_ONLY.search(e)]
+    missing = not_exported(exprs, labels)
     assert not missing, "the dashboard queries what /metrics does not export:\n" + "\n".join(
         missing
     )
+
+
+@pytest.mark.clients
+async def test_sidecar_panels_query_what_a_sidecar_exports(stack: Stack) -> None:
+    """The lag and upstream panels, against a sidecar in front of a real tansu after a topic is
+    created, produced to and committed through it (lag is measured every 300 ms here)."""
+    exprs = [e for e in dashboard_queries() if _SIDECAR_ONLY.search(e)]
+    assert len(exprs) >= 6, exprs
+    sidecar = stack.sidecar(stack.tansu().bootstrap)
+    await create_topic(sidecar.bootstrap, "dash", 2)
+    await produce(sidecar.bootstrap, "dash", ["a", "b", "c", "d"])
+    assert await commit(sidecar.port, "dash-group", "dash", {0: 0, 1: 0}) == 0
+
+    def scrape() -> list[str]:
+        return not_exported(exprs, exported_labels(sidecar.metrics()))
+
+    await rc.wait_until(lambda: not scrape(), 15, "every sidecar panel's series")
 
 
 # -- the Dockerfile --------------------------------------------------------------------------------
