@@ -44,7 +44,7 @@ async def test_an_upstream_restarted_empty_deletes_no_offsets(stack: Stack) -> N
 
     tansu.kill()  # the upstream goes away: not ready, and nothing is deleted
     await rc.wait_until(lambda: readyz(sidecar)[0] == 503, 10, "/readyz to say unreachable")
-    status, why = readyz(sidecar)
+    _, why = readyz(sidecar)
     assert "upstream unreachable" in why, why
     assert sidecar.upstream()["state"] == "unreachable"
     stack.tansu(port=tansu.port)  # ... and comes back empty, on the same address
