@@ -20,15 +20,19 @@ import contextlib
 import gc
 import importlib.metadata
 import logging
+import signal
+import ssl
 import sys
 import uuid
 from collections.abc import Sequence
 
 from coordinator.core.topics import TopicCatalog, TopicInfo, parse_topic_spec
+from coordinator.security.sasl import CredentialsError, parse_users_file
 from coordinator.serve import addresses, config, history, http, lifecycle
 from coordinator.serve.config import ConfigError, Settings
 from coordinator.serve.journal import DiskJournal
 from coordinator.serve.runtime import Journal
+from coordinator.serve.secure import SecurityOptions, make_ssl_context
 from coordinator.serve.server import Server, ServerOptions
 from coordinator.sidecar import fleet
 from coordinator.sidecar import proxy as sidecar
@@ -107,12 +111,89 @@ def options_from_settings(settings: Settings) -> tuple[ServerOptions, TopicCatal
         advertised_host=settings.advertised_host,
         max_frame_bytes=settings.max_frame_bytes,
         coordinator=coordinator,
+        security=security_options(settings),
     )
     return options, TopicCatalog(tuple(topics))
 
 
 class StartupError(Exception):
     """A resource named by a setting could not be opened (one line, exit code 2)."""
+
+
+def security_options(settings: Settings) -> SecurityOptions:
+    """The listener's security (coordinator.serve.secure) from the settings; a file that cannot
+    be read or used refuses to start, naming its setting."""
+    protocol = settings.security_protocol
+    context = None
+    if protocol in ("SSL", "SASL_SSL"):
+        context = _ssl_context(settings)
+    users: list[tuple[str, str]] = []
+    if settings.sasl_users_file:
+        origin = settings.origin("sasl_users_file")
+        try:
+            with open(settings.sasl_users_file, encoding="utf-8") as f:
+                users = parse_users_file(f.read(), settings.sasl_users_file)
+        except (OSError, UnicodeDecodeError, CredentialsError) as exc:
+            raise StartupError(f"{origin}: cannot use the users file: {exc}") from None
+    super_users = tuple(p.strip() for p in settings.super_users.split(";") if p.strip())
+    for principal in super_users:
+        if ":" not in principal:
+            origin = settings.origin("super_users")
+            raise StartupError(f"{origin}: {principal!r} is not a principal TYPE:NAME")
+    return SecurityOptions(
+        protocol=protocol,
+        mechanisms=tuple(m.strip() for m in settings.sasl_mechanisms.split(",") if m.strip()),
+        authorizer=settings.authorizer == "acl",
+        super_users=super_users,
+        allow_everyone_if_no_acl_found=settings.allow_everyone_if_no_acl_found,
+        session_lifetime_ms=settings.sasl_session_lifetime_ms,
+        ssl_context=context,
+        users=tuple(users),
+    )
+
+
+def _ssl_context(settings: Settings) -> ssl.SSLContext:
+    try:
+        return make_ssl_context(
+            settings.ssl_certfile, settings.ssl_keyfile, settings.ssl_cafile or None
+        )
+    except (OSError, ssl.SSLError) as exc:
+        names = "ssl_certfile/ssl_keyfile" + ("/ssl_cafile" if settings.ssl_cafile else "")
+        raise StartupError(f"{names}: cannot load the TLS files: {exc}") from None
+
+
+def _metrics_ssl_context(settings: Settings) -> ssl.SSLContext | None:
+    """--metrics-tls: the listener's certificate, in a context of its own (the Kafka listener
+    may require client certificates; Prometheus and browsers have none)."""
+    if not settings.metrics_tls:
+        return None
+    try:
+        return make_ssl_context(settings.ssl_certfile, settings.ssl_keyfile, None)
+    except (OSError, ssl.SSLError) as exc:
+        raise StartupError(f"ssl_certfile/ssl_keyfile: cannot load the TLS files: {exc}") from None
+
+
+def _reload_on_sighup(settings: Settings, contexts: tuple[ssl.SSLContext | None, ...]) -> None:
+    live = [c for c in contexts if c is not None]
+    if live:
+        asyncio.get_running_loop().add_signal_handler(
+            signal.SIGHUP, reload_certificates, settings, live
+        )
+
+
+def reload_certificates(settings: Settings, contexts: list[ssl.SSLContext]) -> None:
+    """SIGHUP: load the certificate, key and CAs again into the TLS contexts (the Kafka
+    listener's, the HTTP endpoint's); new handshakes use them, connections already open keep
+    theirs."""
+    try:
+        for context in contexts:
+            context.load_cert_chain(settings.ssl_certfile, settings.ssl_keyfile)
+            if settings.ssl_cafile and context.verify_mode == ssl.CERT_REQUIRED:
+                context.load_verify_locations(settings.ssl_cafile)
+    except (OSError, ssl.SSLError) as exc:
+        log.error("SIGHUP: cannot reload the TLS files (keeping the old ones): %s", exc)
+        return
+    log.info("SIGHUP: TLS certificate reloaded from %s", settings.ssl_certfile)
 
 
 GC_YOUNG_THRESHOLD = 20_000
@@ -129,6 +210,8 @@ async def serve(settings: Settings) -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, *older)
     options, catalog = options_from_settings(settings)
     signals = lifecycle.Signals(settings.shutdown_timeout_ms)
+    metrics_context = _metrics_ssl_context(settings)
+    _reload_on_sighup(settings, (options.security.ssl_context, metrics_context))
     journal, disk = await _journal(settings)
     server = Server(options, catalog, new_member_id, journal=journal)
     side = sidecar.from_settings(server, settings)  # --upstream: sidecar mode
@@ -139,15 +222,7 @@ async def serve(settings: Settings) -> None:
     obs: http.Observability | None = None
     try:
         # Before the server starts: /healthz answers while the log replays.
-        try:
-            obs = await http.start(
-                server, settings.metrics_listen, per_group=settings.metrics_per_group
-            )
-        except OSError as exc:
-            origin = settings.origin("metrics_listen")
-            raise StartupError(f"{origin}: cannot listen: {exc}") from None
-        if obs.metrics is not None:
-            obs.metrics.history = recorder  # its drop and write counters (None: history off)
+        obs = await _start_http(server, settings, recorder, metrics_context)
         await _start(server, settings, signals)
         if side is not None and not signals.stopping.is_set():
             await side.start(obs)
@@ -176,6 +251,28 @@ async def serve(settings: Settings) -> None:
         if recorder is not None:
             await asyncio.to_thread(recorder.close)  # writes what is queued, fsyncs
         signals.close()
+
+
+async def _start_http(
+    server: Server,
+    settings: Settings,
+    recorder: history.HistoryRecorder | None,
+    context: ssl.SSLContext | None,
+) -> http.Observability:
+    try:
+        obs = await http.start(
+            server,
+            settings.metrics_listen,
+            per_group=settings.metrics_per_group,
+            history_dir=None if recorder is None else recorder.directory,
+            ssl_context=context,
+        )
+    except OSError as exc:
+        origin = settings.origin("metrics_listen")
+        raise StartupError(f"{origin}: cannot listen: {exc}") from None
+    if obs.metrics is not None:
+        obs.metrics.history = recorder  # its drop and write counters (None: history off)
+    return obs
 
 
 async def _journal(settings: Settings) -> tuple[Journal, DiskLog | None]:

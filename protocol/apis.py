@@ -20,14 +20,19 @@ from types import MappingProxyType, ModuleType
 from typing import Final
 
 __all__ = [
+    "ALTER_USER_SCRAM_CREDENTIALS",
     "APIS",
     "API_TABLE",
     "API_VERSIONS",
+    "CREATE_ACLS",
     "CREATE_PARTITIONS",
     "CREATE_TOPICS",
+    "DELETE_ACLS",
     "DELETE_GROUPS",
     "DELETE_TOPICS",
+    "DESCRIBE_ACLS",
     "DESCRIBE_GROUPS",
+    "DESCRIBE_USER_SCRAM_CREDENTIALS",
     "FETCH",
     "FIND_COORDINATOR",
     "GROUP_APIS",
@@ -41,6 +46,8 @@ __all__ = [
     "OFFSET_DELETE",
     "OFFSET_FETCH",
     "PRODUCE",
+    "SASL_AUTHENTICATE",
+    "SASL_HANDSHAKE",
     "SYNC_GROUP",
     "ApiSpec",
     "is_flexible",
@@ -71,6 +78,13 @@ DELETE_TOPICS: Final = 20
 CREATE_PARTITIONS: Final = 37
 DELETE_GROUPS: Final = 42
 OFFSET_DELETE: Final = 47
+SASL_HANDSHAKE: Final = 17
+SASL_AUTHENTICATE: Final = 36
+DESCRIBE_ACLS: Final = 29
+CREATE_ACLS: Final = 30
+DELETE_ACLS: Final = 31
+DESCRIBE_USER_SCRAM_CREDENTIALS: Final = 50
+ALTER_USER_SCRAM_CREDENTIALS: Final = 51
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +127,16 @@ API_TABLE: Final[tuple[ApiSpec, ...]] = (
     ApiSpec(CREATE_PARTITIONS, "create_partitions", 0, 3, 2),
     ApiSpec(DELETE_GROUPS, "delete_groups", 0, 2, 2),
     ApiSpec(OFFSET_DELETE, "offset_delete", 0, 0, None),
+    # Security (issue 22; coordinator.serve.secure, coordinator.broker.security_admin). SASL:
+    # SaslHandshake v1 only (v0's unframed tokens went with KIP-896); the ACL APIs from v1, as
+    # Kafka 4.0 (kio has no v0); SCRAM credentials (KIP-554) v0.
+    ApiSpec(SASL_HANDSHAKE, "sasl_handshake", 1, 1, None),
+    ApiSpec(SASL_AUTHENTICATE, "sasl_authenticate", 0, 2, 2),
+    ApiSpec(DESCRIBE_ACLS, "describe_acls", 1, 3, 2),
+    ApiSpec(CREATE_ACLS, "create_acls", 1, 3, 2),
+    ApiSpec(DELETE_ACLS, "delete_acls", 1, 3, 2),
+    ApiSpec(DESCRIBE_USER_SCRAM_CREDENTIALS, "describe_user_scram_credentials", 0, 0, 0),
+    ApiSpec(ALTER_USER_SCRAM_CREDENTIALS, "alter_user_scram_credentials", 0, 0, 0),
 )
 
 # The classic-group APIs, answered by the coordinator core through coordinator.serve.adapters.

@@ -29,15 +29,19 @@ from coordinator.core.messages import (
 )
 from coordinator.core.rebalance import prepare_rebalance
 from coordinator.core.records import (
+    AclKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
+    ScramCredentialKey,
     TopicKey,
     TopicValue,
 )
 from coordinator.core.state import CoreState
 from coordinator.core.topic_watch import replay_topic
+
+SECURITY_KEYS = (AclKey, ScramCredentialKey)
 
 
 def replay(state: CoreState, record: Record) -> None:
@@ -47,6 +51,9 @@ def replay(state: CoreState, record: Record) -> None:
     if isinstance(key, TopicKey):  # coordinator.core.topic_watch
         assert record.value is None or isinstance(record.value, TopicValue)
         replay_topic(state, key, record.value)
+        return
+    if isinstance(key, SECURITY_KEYS):  # coordinator.core.security
+        state.security.apply(record)
         return
     groups = state.groups
     if isinstance(key, OffsetCommitKey):
@@ -96,8 +103,11 @@ def load_groups(state: CoreState, records: list[Record], now_ms: int) -> Effects
     loaded: dict[str, None] = {}  # in the partition's order: the timers are armed in that order
     for record in records:
         key = record.key
-        if isinstance(key, TopicKey):
-            continue  # a fleet learns topics from the upstream, not from the state partitions
+        if isinstance(key, TopicKey | AclKey | ScramCredentialKey):
+            # A fleet learns topics from the upstream, not from the state partitions; security
+            # records are not kept in a fleet's state partitions (Server: the security APIs
+            # are not offered in a fleet).
+            continue
         replay(state, record)
         # The value is never read (an ordered set): another value is an equivalent mutant.
         loaded[key.group_id] = None  # pragma: no mutate

@@ -6,6 +6,9 @@ Key   = int16 record type, then the key fields (Kafka's v0, non-flexible layout)
         2 GroupMetadata: group string
         0 LegacyOffsetCommit is read as type 1, as Kafka's loader does.
         100 Topic (groupcoord's own; types >= 100 are never Kafka's): name string
+        101 Acl (groupcoord's own): resource type int8, resource name string, pattern type
+            int8, principal string, host string, operation int8, permission int8
+        102 ScramCredential (groupcoord's own): user string, mechanism int8
 Value = int16 value version, then the fields at that version. A tombstone is a key with no value.
 
 Strings are int16 length + UTF-8 (-1 = null); bytes are int32 length + data; arrays int32 count.
@@ -19,7 +22,10 @@ Versions written:
   groupcoord's own, so a Kafka reader fails loudly on them instead of misreading them.
 - TopicValue v0: topic id (16 bytes), partitions int32, then int32 count of rack entries (0 =
   racks unknown, else one per partition), each an array of rack strings.
-Versions read: OffsetCommitValue v0-v3, GroupMetadataValue v0-v3 and v100, TopicValue v0. To add
+- AclValue v0: nothing after the version. ScramCredentialValue v0: salt, stored key, server
+  key (bytes each), iterations int32.
+Versions read: OffsetCommitValue v0-v3, GroupMetadataValue v0-v3 and v100, TopicValue v0,
+AclValue v0, ScramCredentialValue v0. To add
 a field, add a new version here (decoders keep every old one) and write the new one.
 
 Loading rules (§12.1): an unknown record type is skipped (`decode_record` returns None, the caller
@@ -35,6 +41,8 @@ from collections.abc import Callable
 from dataclasses import fields
 
 from coordinator.core.records import (
+    AclKey,
+    AclValue,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -43,6 +51,8 @@ from coordinator.core.records import (
     Record,
     RecordKey,
     RecordValue,
+    ScramCredentialKey,
+    ScramCredentialValue,
     TopicKey,
     TopicValue,
 )
@@ -52,6 +62,8 @@ OFFSET_COMMIT_TYPE = 1
 GROUP_METADATA_TYPE = 2
 GROUPCOORD_GROUP_V100 = 100
 TOPIC_TYPE = 100
+ACL_TYPE = 101
+SCRAM_CREDENTIAL_TYPE = 102
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
@@ -64,6 +76,7 @@ _OFFSET_TYPE_PREFIX = _H.pack(OFFSET_COMMIT_TYPE)
 _GROUP_TYPE_PREFIX = _H.pack(GROUP_METADATA_TYPE)
 _TOPIC_TYPE_PREFIX = _H.pack(TOPIC_TYPE)
 _NULL_STRING = _H.pack(-1)
+_B = struct.Struct(">b")
 _HQIH = struct.Struct(">hqih")
 OFFSET_V3_FIXED_BYTES = _HQIH.size + 8
 
@@ -115,6 +128,14 @@ def encode_key(key: RecordKey) -> bytes:
         return _GROUP_TYPE_PREFIX + _string(key.group_id)
     if type(key) is TopicKey:
         return _TOPIC_TYPE_PREFIX + _string(key.name)
+    if type(key) is AclKey:
+        return b"".join(
+            (_H.pack(ACL_TYPE), _B.pack(key.resource_type), _string_once(key.resource_name),
+             _B.pack(key.pattern_type), _string_once(key.principal), _string_once(key.host),
+             _B.pack(key.operation), _B.pack(key.permission))
+        )  # fmt: skip
+    if type(key) is ScramCredentialKey:
+        return _H.pack(SCRAM_CREDENTIAL_TYPE) + _string_once(key.user) + _B.pack(key.mechanism)
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -125,6 +146,13 @@ def encode_value(value: RecordValue) -> bytes:
         return _encode_group_value(value)
     if type(value) is TopicValue:
         return _encode_topic_value(value)
+    if type(value) is AclValue:
+        return _H.pack(0)
+    if type(value) is ScramCredentialValue:
+        return b"".join(
+            (_H.pack(0), _bytes(value.salt), _bytes(value.stored_key), _bytes(value.server_key),
+             _I.pack(value.iterations))
+        )  # fmt: skip
     raise TypeError(f"not a record value: {value!r}")
 
 
@@ -201,6 +229,10 @@ class _Reader:
         self.pos = end
         return data
 
+    def int8(self) -> int:
+        v: int = _B.unpack(self._take(1))[0]
+        return v
+
     def int16(self) -> int:
         v: int = _H.unpack(self._take(2))[0]
         return v
@@ -255,6 +287,12 @@ def decode_key(key: bytes) -> RecordKey | None:
     elif t == TOPIC_TYPE:
         r = _Reader(key, 2)
         k = TopicKey(r.string())
+    elif t == ACL_TYPE:
+        r = _Reader(key, 2)
+        k = AclKey(r.int8(), r.string(), r.int8(), r.string(), r.string(), r.int8(), r.int8())
+    elif t == SCRAM_CREDENTIAL_TYPE:
+        r = _Reader(key, 2)
+        k = ScramCredentialKey(r.string(), r.int8())
     else:
         return None
     r.done()
@@ -398,7 +436,30 @@ def decode_record(key: bytes, value: bytes | None) -> Record | None:
         return Record(k, decode_offset_value(value))
     if type(k) is TopicKey:
         return Record(k, decode_topic_value(value))
+    if type(k) is AclKey:
+        return Record(k, decode_acl_value(value))
+    if type(k) is ScramCredentialKey:
+        return Record(k, decode_scram_credential_value(value))
     return Record(k, decode_group_value(value))
+
+
+def decode_acl_value(value: bytes) -> AclValue:
+    r = _Reader(value, 0)
+    version = r.int16()
+    if version != 0:
+        raise RecordDecodeError(f"unknown AclValue version {version}")
+    r.done()
+    return AclValue()
+
+
+def decode_scram_credential_value(value: bytes) -> ScramCredentialValue:
+    r = _Reader(value, 0)
+    version = r.int16()
+    if version != 0:
+        raise RecordDecodeError(f"unknown ScramCredentialValue version {version}")
+    credential = ScramCredentialValue(r.bytes_(), r.bytes_(), r.bytes_(), r.int32())
+    r.done()
+    return credential
 
 
 # -- the loading fast path -----------------------------------------------------------------------

@@ -76,8 +76,49 @@ class TopicValue:
     racks: tuple[tuple[str, ...], ...]  # per partition, the replicas' racks; () = unknown
 
 
-RecordKey = GroupMetadataKey | OffsetCommitKey | TopicKey
-RecordValue = GroupMetadataValue | OffsetCommitValue | TopicValue
+@dataclass(frozen=True, slots=True)
+class AclKey:
+    """groupcoord's own record (type 101): one ACL binding (coordinator.security.acl), Kafka's
+    wire codes for the enums. The key is the whole binding, so compaction keeps one record per
+    ACL; a tombstone deletes it (DeleteAcls)."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission: int
+
+
+@dataclass(frozen=True, slots=True)
+class AclValue:
+    """The ACL exists (no fields yet: a version for what may come)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredentialKey:
+    """groupcoord's own record (type 102): a user's credential for one SCRAM mechanism
+    (coordinator.security.sasl; Kafka's KIP-554 mechanism codes: 1 SHA-256, 2 SHA-512)."""
+
+    user: str
+    mechanism: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredentialValue:
+    """Salted only, as Kafka stores SCRAM credentials: never the password."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+SecurityKey = AclKey | ScramCredentialKey
+GroupKey = GroupMetadataKey | OffsetCommitKey
+RecordKey = GroupMetadataKey | OffsetCommitKey | TopicKey | AclKey | ScramCredentialKey
+RecordValue = GroupMetadataValue | OffsetCommitValue | TopicValue | AclValue | ScramCredentialValue
 
 
 @fast_init

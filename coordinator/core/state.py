@@ -22,6 +22,7 @@ from coordinator.core.effects import CoordinatorConfig, MemberIdFactory
 from coordinator.core.group import STATE_REPLIES, Check, ClassicGroup
 from coordinator.core.messages import ErrorCode
 from coordinator.core.offsets import OffsetStore
+from coordinator.core.security import SecurityState
 from coordinator.core.timers import TimerHeap
 from coordinator.core.topichash import TopicHashCache
 from coordinator.core.topics import TopicCatalog
@@ -43,6 +44,8 @@ class CoreState:
     # Names deleted within rebalance.TOPIC_DELETED_LABEL_MS: one that comes back was re-created.
     # Not persisted (only a label depends on it); pruned on every deletion.
     deleted_topics_ms: dict[str, int] = field(init=False, default_factory=dict)
+    # ACLs and SCRAM credentials (issue 22): records of the same log, replayed like the others.
+    security: SecurityState = field(init=False, default_factory=SecurityState)
 
     def __post_init__(self) -> None:
         self.timers = TimerHeap(self.groups)

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -61,6 +62,29 @@ def make_credential(
         password, iteration_count=iterations, salt=salt
     )
     return ScramCredential(mechanism, salt, stored_key, server_key, count)
+
+
+_HASHES: Final = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
+
+
+def credential_from_salted(
+    mechanism: str, salt: bytes, salted_password: bytes, iterations: int
+) -> ScramCredential:
+    """A credential from what AlterUserScramCredentials carries (KIP-554: the client salts the
+    password, the server never sees it): StoredKey = H(HMAC(SaltedPassword, "Client Key")),
+    ServerKey = HMAC(SaltedPassword, "Server Key") (RFC 5802 section 3). scramp exposes this step
+    only privately; these two lines of the standard library's HMAC are pinned against scramp's
+    own make_auth_info in the tests."""
+    if mechanism not in SCRAM_MECHANISMS:
+        raise CredentialsError(f"unknown SCRAM mechanism {mechanism!r}")
+    if iterations < MIN_ITERATIONS:
+        raise CredentialsError(f"iterations must be at least {MIN_ITERATIONS}")
+    name = _HASHES[mechanism]
+    client_key = hmac.digest(salted_password, b"Client Key", name)
+    server_key = hmac.digest(salted_password, b"Server Key", name)
+    return ScramCredential(
+        mechanism, salt, hashlib.new(name, client_key).digest(), server_key, iterations
+    )
 
 
 class Credentials:

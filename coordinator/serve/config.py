@@ -131,6 +131,18 @@ def _upstream(value: str) -> None:
         parse_upstream(value)
 
 
+def _sasl_mechanisms(value: str) -> None:
+    from coordinator.security.sasl import MECHANISMS
+
+    given = [m.strip() for m in value.split(",") if m.strip()]
+    unknown = [m for m in given if m not in MECHANISMS]
+    if unknown or not given:
+        raise ValueError(
+            f"unknown SASL mechanism {', '.join(unknown) or '(none given)'}: "
+            f"choose from {', '.join(MECHANISMS)}"
+        )
+
+
 def _not_empty(value: str) -> None:
     if not value:
         raise ValueError("must not be empty")
@@ -235,9 +247,37 @@ SETTINGS: list[Setting] = [
     Setting("fleet_session_timeout_ms", "int", 4_000,
             "sidecar fleet: a member silent this long loses its state partitions to the others",
             at_least(1_000), metavar="MS"),
+    Setting("security_protocol", "str", "PLAINTEXT",
+            "the Kafka listener's security, as Kafka's listener security protocols",
+            choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    Setting("ssl_certfile", "str", "", "SSL/SASL_SSL: the listener's certificate (PEM; with its "
+            "chain)", metavar="FILE"),
+    Setting("ssl_keyfile", "str", "", "SSL/SASL_SSL: the certificate's private key (PEM)",
+            metavar="FILE"),
+    Setting("ssl_cafile", "str", "", "SSL/SASL_SSL: when set, client certificates are required "
+            "and verified against these CAs (mTLS)", metavar="FILE"),
+    Setting("sasl_mechanisms", "str", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "SASL_*: the mechanisms offered (comma list)", _sasl_mechanisms, metavar="LIST"),
+    Setting("sasl_users_file", "str", "", "SASL_*: a file of user:password lines that seed the "
+            "users' PLAIN and SCRAM credentials at start-up (kept salted, in memory)",
+            metavar="FILE"),
+    Setting("sasl_session_lifetime_ms", "int", 0,
+            "SASL_*: connections.max.reauth.ms: clients re-authenticate within this (KIP-368); "
+            "0 = sessions do not expire", at_least(0), metavar="MS"),
+    Setting("authorizer", "str", "none",
+            "'acl': authorize every request with Kafka's ACLs (CreateAcls/DescribeAcls/"
+            "DeleteAcls); 'none': everything is allowed, as Kafka without an authorizer",
+            choices=("none", "acl")),
+    Setting("super_users", "str", "", "principals allowed everything, 'User:admin;User:ops'",
+            metavar="PRINCIPALS"),
+    Setting("allow_everyone_if_no_acl_found", "bool", False,
+            "with --authorizer acl: allow a request on a resource no ACL names "
+            "(allow.everyone.if.no.acl.found)"),
     Setting("metrics_listen", "str", "127.0.0.1:9108",
             "HOST:PORT for /metrics, /healthz, /readyz and the status page ('' = off)",
             host_port_or_off, metavar="HOST:PORT"),
+    Setting("metrics_tls", "bool", False,
+            "serve --metrics-listen over HTTPS with --ssl-certfile/--ssl-keyfile"),
     Setting("metrics_per_group", "bool", False,
             "export per-group series (group ids are unbounded: off by default)"),
     Setting("shutdown_timeout_ms", "int", 10_000,
@@ -259,7 +299,27 @@ def _session_bounds(s: Settings) -> None:
         )
 
 
-CROSS_CHECKS: list[Callable[[Settings], None]] = [_session_bounds]
+def _tls_files(s: Settings) -> None:
+    if s.security_protocol in ("SSL", "SASL_SSL") or s.metrics_tls:
+        for name in ("ssl_certfile", "ssl_keyfile"):
+            if not s[name]:
+                why = "metrics_tls" if s.metrics_tls else f"security_protocol {s.security_protocol}"
+                raise s.error(name, f"is required with {why}")
+
+
+def _listener_security_standalone(s: Settings) -> None:
+    # (The sidecar's listeners and its forwarding of client sessions are not secured yet.)
+    if s.upstream and s.security_protocol != "PLAINTEXT":
+        raise s.error("security_protocol", "is PLAINTEXT only in sidecar mode (--upstream)")
+    if s.upstream and s.authorizer != "none":
+        raise s.error("authorizer", "is none only in sidecar mode (--upstream)")
+
+
+CROSS_CHECKS: list[Callable[[Settings], None]] = [
+    _session_bounds,
+    _tls_files,
+    _listener_security_standalone,
+]
 
 
 # -- resolution ---------------------------------------------------------------------------------

@@ -25,8 +25,11 @@ from typing import TYPE_CHECKING, Any, cast
 from kio.schema.errors import ErrorCode
 
 from coordinator.broker import answers as broker
+from coordinator.broker import security_admin
+from coordinator.broker.security_admin import SECURITY_ADMIN_APIS
 from coordinator.broker.topic_admin import TOPIC_ADMIN_APIS
 from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator, MemberIdFactory
+from coordinator.core.effects import Effects
 from coordinator.core.events import Event
 from coordinator.core.messages import (
     Command,
@@ -39,12 +42,19 @@ from coordinator.core.messages import (
     Result,
 )
 from coordinator.core.topics import TopicCatalog, TopicInfo
+from coordinator.security.sasl import credentials_from
 from coordinator.serve import adapters
 from coordinator.serve.journal import DiskJournal
 from coordinator.serve.lifecycle import OncePerKey
 from coordinator.serve.listener import Listening, start_listener
 from coordinator.serve.metrics import api_name
 from coordinator.serve.runtime import EventSink, Journal, MemoryJournal, Runtime
+from coordinator.serve.secure import (
+    Gate,
+    SecurityOptions,
+    illegal_sasl_state,
+    secure_connection_class,
+)
 from coordinator.serve.topic_service import TopicService
 from protocol import apis, codec, fastpath
 from protocol.codec import RequestHeader
@@ -72,6 +82,8 @@ class ServerOptions:
     advertised_host: str | None = None
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    # TLS, SASL and ACLs (coordinator.serve.secure); the default is none of them.
+    security: SecurityOptions = field(default_factory=SecurityOptions)
 
 
 class Connection(asyncio.Protocol):
@@ -87,6 +99,7 @@ class Connection(asyncio.Protocol):
         "client_host",
         "fetch_timer",
     )
+    _fast = True  # the Heartbeat/OffsetCommit fast paths; a secure connection has none
 
     def __init__(self, server: Server) -> None:
         self._server = server
@@ -119,7 +132,7 @@ class Connection(asyncio.Protocol):
             # Nothing in flight and nothing buffered, so answering at once keeps responses in
             # request order. The fast paths (protocol.fastpath): one whole Heartbeat or
             # OffsetCommit.
-            if len(data) > 8 and data[4] == 0:
+            if len(data) > 8 and data[4] == 0 and self._fast:
                 if data[5] == _HEARTBEAT:
                     fields = fastpath.parse_heartbeat(data, self._server.options.max_frame_bytes)
                     if fields is not None and self._server.fast_heartbeat(self, fields):
@@ -307,7 +320,14 @@ class Server:
         self._pending: dict[int, tuple[Connection, RequestHeader, object, int]] = {}
         self._commits: list[tuple[int, Command]] = []  # the fast path's, for _submit_commits
         self._new_member_id = new_member_id
+        security = options.security
+        # Every request passes the gate when a security feature is on (None: nothing to check).
+        self.gate: Gate | None = None
+        if security.active:
+            self.gate = Gate(self, security, credentials_from(security.users))
         self.core = core or self._new_core()
+        if self.gate is not None:
+            self.gate.configure(self.core.state.security)
         self.journal = journal or MemoryJournal()
         self._recovering: asyncio.Task[None] | None = None
         self.runtime: Runtime | None = None
@@ -326,7 +346,8 @@ class Server:
         # The sidecar's /upstream document (coordinator.sidecar.proxy.Sidecar.upstream_status).
         self.upstream_status: Callable[[], dict[str, Any]] | None = None
         # What serves an accepted connection; sidecar mode (coordinator.sidecar.proxy) sets its own.
-        self.protocol_factory: Callable[[], asyncio.Protocol] = lambda: Connection(self)
+        connection = secure_connection_class(Connection) if self.gate is not None else Connection
+        self.protocol_factory: Callable[[], asyncio.Protocol] = lambda: connection(self)
 
     def _emit(self, event: Event) -> None:
         for sink in self.event_sinks:
@@ -335,9 +356,12 @@ class Server:
     def _new_core(self) -> GroupCoordinator:
         # Record timestamps are wall-clock; the core's clock is the loop's monotonic one.
         epoch_offset_ms = int(time.time() * 1000) - int(time.monotonic() * 1000)
-        return GroupCoordinator(
+        core = GroupCoordinator(
             self.options.coordinator, self.catalog, self._new_member_id, epoch_offset_ms
         )
+        if self.gate is not None:
+            self.gate.configure(core.state.security)
+        return core
 
     async def start(self) -> None:
         """Listen first, then load: while the log replays, FindCoordinator works and group APIs
@@ -353,9 +377,20 @@ class Server:
             loop=loop,
         )
         self.core.loading = True
-        self._server = await start_listener(
-            self.protocol_factory, self.options.host, self.options.port
-        )
+        context = self.options.security.ssl_context
+        if context is None:
+            self._server = await start_listener(
+                self.protocol_factory, self.options.host, self.options.port
+            )
+        else:  # TLS: the loop's own transports (coordinator.serve.secure)
+            self._server = await loop.create_server(
+                self.protocol_factory,
+                self.options.host,
+                self.options.port,
+                ssl=context,
+                reuse_address=True,
+                backlog=1024,
+            )
         sock = self._server.sockets[0]
         host, port = sock.getsockname()[:2]
         if self.options.port == 0:
@@ -529,7 +564,11 @@ class Server:
         except codec.DecodeError as exc:
             conn.abort(f"malformed request: {exc}")
             return
-
+        gate = self.gate
+        if gate is not None:
+            request = gate(conn, header, request, t0)
+            if request is None:
+                return  # answered, or the connection closed
         self.routes[header.api_key](conn, header, request, t0)
 
     def _unsupported(self, conn: Connection, header: RequestHeader) -> None:
@@ -561,6 +600,8 @@ class Server:
         routes[apis.LIST_OFFSETS] = self._list_offsets
         routes[apis.FETCH] = self._fetch
         routes[apis.PRODUCE] = self._produce
+        routes.update(dict.fromkeys(SECURITY_ADMIN_APIS, self._security_admin))
+        routes[apis.SASL_HANDSHAKE] = routes[apis.SASL_AUTHENTICATE] = self._sasl
         if routes.keys() != apis.APIS.keys():
             raise AssertionError(f"routed {sorted(routes)} != advertised {sorted(apis.APIS)}")
         return routes
@@ -623,6 +664,46 @@ class Server:
     def _topic_admin(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
         self.topic_service.admin(conn, header, request)  # answered once durable
         self._done(header, t0)
+
+    def _sasl(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
+        """SaslHandshake/SaslAuthenticate: the gate's, on a SASL listener; elsewhere Kafka's
+        answer to SASL on a connection that is not doing it: ILLEGAL_SASL_STATE."""
+        if self.gate is not None:
+            self.gate.sasl(conn, header, request)
+        else:
+            conn.send(codec.encode_response(header, illegal_sasl_state(header)))
+        self._done(header, t0)
+
+    def _security_admin(
+        self, conn: Connection, header: RequestHeader, request: Any, t0: int
+    ) -> None:
+        """ACLs and SCRAM credentials (coordinator.broker.security_admin): records in the log,
+        answered once durable."""
+        runtime = self.runtime
+        assert runtime is not None
+        outcome = security_admin.handle(
+            header.api_key,
+            header.api_version,
+            request,
+            self.core.state.security,
+            self.options.security.authorizer,
+        )
+        if self.core.loading:  # the state is not complete yet: clients retry on this
+            response = outcome.failed(ErrorCode.coordinator_load_in_progress)
+            conn.send(codec.encode_response(header, response or outcome.build()))
+            return
+        if self.gate is not None and outcome.records:
+            self.gate.changed(conn, header, outcome.records)
+
+        def done() -> None:
+            conn.send(codec.encode_response(header, outcome.build()))
+            self._done(header, t0)
+
+        def failed(exc: BaseException) -> None:
+            log.error("security change not durable (%s); answering NOT_CONTROLLER", exc)
+            conn.send(codec.encode_response(header, outcome.failed(ErrorCode.not_controller)))
+
+        runtime.apply_then(Effects(records=outcome.records), done, failed)
 
     def topic_changed(self, name: str, info: TopicInfo | None) -> None:
         """Topic `name` now looks like `info` (None: deleted), whatever told us (the sidecar's

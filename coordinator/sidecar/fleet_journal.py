@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 
 from coordinator.core.record_codec import encode_record
-from coordinator.core.records import Record, TopicKey
+from coordinator.core.records import AclKey, Record, ScramCredentialKey, TopicKey
 from coordinator.sidecar.state_topic import (
     CLAIM_PREFIX,
     Claim,
@@ -198,8 +198,10 @@ class FleetJournal:
         by_partition: dict[int, list[Entry]] = {}
         for record in records:
             key = record.key
-            if isinstance(key, TopicKey):
-                continue  # module docstring: topics come from the upstream's metadata
+            if isinstance(key, TopicKey | AclKey | ScramCredentialKey):
+                # Module docstring: topics come from the upstream's metadata. Security records
+                # never reach here: a fleet does not offer the security admin APIs (yet).
+                continue
             p = partition_for(key.group_id, self.partitions)
             by_partition.setdefault(p, []).append(encode_record(record))
         if not by_partition:

@@ -13,9 +13,13 @@ from pathlib import Path
 
 from coordinator.core.record_codec import RecordDecodeError, decode_record
 from coordinator.core.records import (
+    AclKey,
+    AclValue,
     GroupMetadataValue,
     OffsetCommitValue,
     Record,
+    ScramCredentialKey,
+    ScramCredentialValue,
     TopicKey,
     TopicValue,
 )
@@ -39,7 +43,10 @@ def _format_record(record: Record) -> str:
     key_text = " ".join(f"{k}={getattr(key, k)!r}" for k in key.__slots__)
     kind = (
         "offset_commit" if hasattr(key, "partition")
-        else "topic" if isinstance(key, TopicKey) else "group_metadata"
+        else "topic" if isinstance(key, TopicKey)
+        else "acl" if isinstance(key, AclKey)
+        else "scram_credential" if isinstance(key, ScramCredentialKey)
+        else "group_metadata"
     )  # fmt: skip
     if value is None:
         return f"{kind} key: {{{key_text}}} payload: <DELETED>"
@@ -54,6 +61,10 @@ def _format_record(record: Record) -> str:
             f"topic_id={uuid.UUID(bytes=value.topic_id)} partitions={value.partitions} "
             f"racks={[list(r) for r in value.racks]}"
         )
+    elif isinstance(value, AclValue):
+        payload = ""
+    elif isinstance(value, ScramCredentialValue):  # salted keys only; shown by size, not value
+        payload = f"iterations={value.iterations} salt_bytes={len(value.salt)}"
     else:
         payload = _format_group(value)
     return f"{kind} key: {{{key_text}}} payload: {{{payload}}}"

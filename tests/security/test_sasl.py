@@ -6,6 +6,7 @@ independent, published vector: user "user", password "pencil", its salt, nonces 
 from __future__ import annotations
 
 import base64
+import hashlib
 
 import pytest
 from scramp import ScramClient
@@ -18,6 +19,7 @@ from coordinator.security.sasl import (
     CredentialsError,
     SaslExchange,
     SaslFailed,
+    credential_from_salted,
     credentials_from,
     make_credential,
     parse_users_file,
@@ -122,3 +124,15 @@ def test_users_file() -> None:
             parse_users_file(bad)
     with pytest.raises(CredentialsError, match="at least 4096"):
         make_credential(SCRAM_SHA_256, "pw", iterations=100)
+
+
+@pytest.mark.parametrize(("mechanism", "hash_name"), [(SCRAM_SHA_256, "sha256"),
+                                                       (SCRAM_SHA_512, "sha512")])
+def test_a_credential_from_a_salted_password_matches_scramps(mechanism: str,
+                                                             hash_name: str) -> None:
+    """AlterUserScramCredentials carries Hi(password, salt, i) (RFC 5802's SaltedPassword,
+    i.e. PBKDF2-HMAC): the keys derived from it equal scramp's from the password itself."""
+    salt = b"0123456789abcdef"
+    salted = hashlib.pbkdf2_hmac(hash_name, b"pencil", salt, 4096)
+    ours = credential_from_salted(mechanism, salt, salted, 4096)
+    assert ours == make_credential(mechanism, "pencil", 4096, salt)
