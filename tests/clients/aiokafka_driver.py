@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import queue
 import sys
+from typing import Any
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+from aiokafka.errors import KafkaError
+from aiokafka.helpers import create_ssl_context
 
-from tests.clients.common import emit, parse_args, sorted_ints, watch_stdin
+from tests.clients.common import emit, parse_args, pending, sorted_ints, watch_stdin
 
 ASSIGNORS = {
     "range": RangePartitionAssignor,
@@ -26,6 +30,22 @@ def _generation(consumer: AIOKafkaConsumer) -> tuple[int | None, str | None]:
     if coordinator is None:
         return None, None
     return coordinator.generation, coordinator.member_id
+
+
+def security_kwargs(security: dict[str, Any]) -> dict[str, Any]:
+    """--security as AIOKafkaConsumer's arguments (TLS through an ssl.SSLContext)."""
+    if not security:
+        return {}
+    out: dict[str, Any] = {"security_protocol": security.get("protocol", "PLAINTEXT")}
+    if "mechanism" in security:
+        out.update(sasl_mechanism=security["mechanism"],
+                   sasl_plain_username=security.get("username"),
+                   sasl_plain_password=security.get("password"))
+    if out["security_protocol"] in ("SSL", "SASL_SSL"):
+        out["ssl_context"] = create_ssl_context(cafile=security.get("cafile"),
+                                                certfile=security.get("certfile"),
+                                                keyfile=security.get("keyfile"))
+    return out
 
 
 class Listener(ConsumerRebalanceListener):
@@ -67,16 +87,25 @@ async def main() -> int:
         auto_offset_reset="earliest",
         retry_backoff_ms=100,
         **extra,
+        **security_kwargs(args.security),
     )
     listener = Listener()
     listener.consumer = consumer
     consumer.subscribe(topics=[args.topic], listener=listener)
     await consumer.start()
     emit("started")
-    watch_stdin(lambda: loop.call_soon_threadsafe(closing.set))
+    commits: queue.SimpleQueue[int] = queue.SimpleQueue()
+    watch_stdin(lambda: loop.call_soon_threadsafe(closing.set), commits)
     last: tuple[int | None, str | None] = (None, None)
     while not closing.is_set():
         await consumer.getmany(timeout_ms=100)
+        for offset in pending(commits):
+            parts = sorted_ints(listener.owned)
+            try:
+                await consumer.commit({TopicPartition(args.topic, p): offset for p in parts})
+                emit("committed", offset=offset, partitions=parts)
+            except KafkaError as exc:
+                emit("commit_failed", offset=offset, error=repr(exc))
         now = _generation(consumer)
         if now != last:
             last = now

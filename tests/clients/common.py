@@ -6,6 +6,10 @@ loops never share an interpreter). Arguments:
     --bootstrap HOST:PORT --group G --topic T --assignors range,roundrobin --client-id C
     [--instance-id I] [--session-timeout-ms N] [--heartbeat-interval-ms N]
     [--rebalance-timeout-ms N] [--metadata-max-age-ms N (-1: the library's default)]
+    [--security JSON]   {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": ...,
+                         "password": ..., "cafile": PEM, "certfile": PEM, "keyfile": PEM}: every
+                        key optional (protocol PLAINTEXT when absent); each driver maps it onto its
+                        client's own settings. Without --security nothing changes.
 
 It prints one JSON object per line on stdout (the Java driver, tests/java/ConsumerDriver.java, too):
 
@@ -14,10 +18,14 @@ It prints one JSON object per line on stdout (the Java driver, tests/java/Consum
      "member_id": "..."}
     {"event": "revoked", "partitions": [...]}
     {"event": "generation", "generation": G, "member_id": "..."}   when the group metadata changes
+    {"event": "committed", "offset": N, "partitions": [...]}   after "commit N"
+    {"event": "commit_failed", "offset": N, "error": "..."}
     {"event": "closed"}
 
 A line "close" on stdin, or EOF, makes it close the consumer cleanly (LeaveGroup for a dynamic
-member) and exit 0. Assignor names are Kafka's: range, roundrobin, sticky, cooperative-sticky.
+member) and exit 0. A line "commit N" commits offset N for every partition the member owns
+(OffsetCommit with its generation and member id), from the driver's poll loop. Assignor
+names are Kafka's: range, roundrobin, sticky, cooperative-sticky.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import argparse
 import json
 import logging
 import os
+import queue
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -49,8 +58,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--heartbeat-interval-ms", type=int, default=500)
     p.add_argument("--rebalance-timeout-ms", type=int, default=30000)
     p.add_argument("--metadata-max-age-ms", type=int, default=5000)  # -1: the library's default
+    p.add_argument("--security", type=json.loads, default=None)
     args = p.parse_args(argv)
     args.assignors = [a for a in args.assignors.split(",") if a]
+    args.security = dict(args.security or {})
     return args
 
 
@@ -68,17 +79,32 @@ def sorted_ints(xs: Iterable[int]) -> list[int]:
     return sorted(set(xs))
 
 
-def watch_stdin(on_close: Callable[[], None]) -> threading.Thread:
-    """Call on_close once a "close" line or EOF arrives on stdin (from a daemon thread)."""
+def watch_stdin(on_close: Callable[[], None],
+                commits: queue.SimpleQueue[int] | None = None) -> threading.Thread:
+    """Call on_close once a "close" line or EOF arrives on stdin (from a daemon thread); with
+    `commits`, the offset of each "commit N" line is put there for the poll loop to commit."""
 
     def run() -> None:
         try:
             for line in sys.stdin:
-                if line.strip() == "close":
+                words = line.split()
+                if words == ["close"]:
                     break
+                if commits is not None and len(words) == 2 and words[0] == "commit":
+                    commits.put(int(words[1]))
         finally:
             on_close()
 
     t = threading.Thread(target=run, name="stdin-watch", daemon=True)
     t.start()
     return t
+
+
+def pending(commits: queue.SimpleQueue[int]) -> list[int]:
+    """The offsets of the "commit N" lines received since the last call."""
+    out = []
+    while True:
+        try:
+            out.append(commits.get_nowait())
+        except queue.Empty:
+            return out

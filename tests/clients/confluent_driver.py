@@ -6,12 +6,29 @@ carry generation null; the member id comes from Consumer.memberid().
 
 from __future__ import annotations
 
+import queue
 import sys
 import threading
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from tests.clients.common import emit, parse_args, sorted_ints, watch_stdin
+from tests.clients.common import emit, parse_args, pending, sorted_ints, watch_stdin
+
+# --security keys -> librdkafka settings (the TLS ones hold PEM files).
+SECURITY = {
+    "protocol": "security.protocol",
+    "mechanism": "sasl.mechanism",
+    "username": "sasl.username",
+    "password": "sasl.password",
+    "cafile": "ssl.ca.location",
+    "certfile": "ssl.certificate.location",
+    "keyfile": "ssl.key.location",
+}
+
+
+def security_conf(security: dict[str, Any]) -> dict[str, Any]:
+    return {SECURITY[k]: v for k, v in security.items()}
 
 
 def main() -> int:
@@ -34,6 +51,7 @@ def main() -> int:
     }
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
+    conf.update(security_conf(args.security))
     if args.metadata_max_age_ms >= 0:  # librdkafka's metadata.max.age.ms default is 3x this
         conf["topic.metadata.refresh.interval.ms"] = args.metadata_max_age_ms
     consumer = Consumer(conf)
@@ -67,10 +85,19 @@ def main() -> int:
 
     consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     emit("started")
-    watch_stdin(closing.set)
+    commits: queue.SimpleQueue[int] = queue.SimpleQueue()
+    watch_stdin(closing.set, commits)
     last: str | None = None
     while not closing.is_set():
         consumer.poll(0.1)
+        for offset in pending(commits):
+            parts = sorted_ints(owned)
+            try:
+                consumer.commit(offsets=[TopicPartition(args.topic, p, offset) for p in parts],
+                                asynchronous=False)
+                emit("committed", offset=offset, partitions=parts)
+            except KafkaException as exc:
+                emit("commit_failed", offset=offset, error=str(exc))
         now = member_id()
         if now != last:
             last = now

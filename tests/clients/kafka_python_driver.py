@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import queue
 import sys
 import threading
+from typing import Any
 
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
 
-from tests.clients.common import emit, parse_args, sorted_ints, watch_stdin
+from tests.clients.common import emit, parse_args, pending, sorted_ints, watch_stdin
 
 ASSIGNORS = {
     "range": RangePartitionAssignor,
@@ -24,6 +28,21 @@ def _generation(consumer: KafkaConsumer) -> tuple[int | None, str | None]:
     # kafka-python keeps the joined generation on its coordinator; there is no public accessor.
     generation = consumer._coordinator._generation
     return generation.generation_id, generation.member_id
+
+
+def security_kwargs(security: dict[str, Any]) -> dict[str, Any]:
+    """--security as KafkaConsumer's arguments."""
+    if not security:
+        return {}
+    out: dict[str, Any] = {"security_protocol": security.get("protocol", "PLAINTEXT")}
+    if "mechanism" in security:
+        out.update(sasl_mechanism=security["mechanism"],
+                   sasl_plain_username=security.get("username"),
+                   sasl_plain_password=security.get("password"))
+    for key in ("cafile", "certfile", "keyfile"):
+        if key in security:
+            out[f"ssl_{key}"] = security[key]
+    return out
 
 
 class Listener(ConsumerRebalanceListener):
@@ -64,14 +83,24 @@ def main() -> int:
         retry_backoff_ms=100,
         reconnect_backoff_ms=100,
         **extra,
+        **security_kwargs(args.security),
     )
     listener = Listener()
     listener.consumer = consumer
     consumer.subscribe(topics=[args.topic], listener=listener)
     emit("started")
-    watch_stdin(closing.set)
+    commits: queue.SimpleQueue[int] = queue.SimpleQueue()
+    watch_stdin(closing.set, commits)
     last: tuple[int | None, str | None] = (None, None)
     while not closing.is_set():
+        for offset in pending(commits):
+            parts = sorted_ints(listener.owned)
+            try:
+                consumer.commit({TopicPartition(args.topic, p): OffsetAndMetadata(offset, "", -1)
+                                 for p in parts})
+                emit("committed", offset=offset, partitions=parts)
+            except KafkaError as exc:
+                emit("commit_failed", offset=offset, error=repr(exc))
         # Long polls on purpose. kafka-python 3.0 loses a join whose SyncGroup answer arrives
         # after poll() timed out when need_rejoin() has meanwhile turned False (the leader's
         # assignment/metadata snapshots, compared there, are refreshed by its own assignment):

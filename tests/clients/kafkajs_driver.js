@@ -4,6 +4,9 @@
 // Args: --bootstrap HOST:PORT --group G --topic T --assignors range,roundrobin --client-id C
 //       [--session-timeout-ms N] [--heartbeat-interval-ms N] [--rebalance-timeout-ms N]
 //       [--metadata-max-age-ms N (-1: the library's default)]
+//       [--security JSON]  {"protocol","mechanism","username","password","cafile","certfile",
+//                           "keyfile"} as in tests/clients/common.py: mapped onto kafkajs' `ssl`
+//                           and `sasl` options (absent: PLAINTEXT, as before)
 // Prints one JSON object per line on stdout:
 //   {"event":"started"}
 //   {"event":"revoked","partitions":[...]}        kafkajs is eager: when it sees a rebalance
@@ -33,6 +36,7 @@
 
 'use strict'
 
+const fs = require('fs')
 const readline = require('readline')
 const { parseArgs } = require('util')
 const { Kafka, logLevel } = require('kafkajs')
@@ -68,6 +72,7 @@ function parse() {
       'heartbeat-interval-ms': { ...int, default: '500' },
       'rebalance-timeout-ms': { ...int, default: '30000' },
       'metadata-max-age-ms': { ...int, default: '5000' },
+      security: { type: 'string' },
     },
   })
   for (const required of ['bootstrap', 'group', 'topic']) {
@@ -84,6 +89,30 @@ function assigners(names) {
     throw new Error(`kafkajs has no assigner for ${unknown.join(',')} (only RoundRobinAssigner)`)
   }
   return [PartitionAssigners.roundRobin]
+}
+
+// --security -> kafkajs' client options: `ssl` (true, or the PEM files' contents) and `sasl`
+// (its mechanism names are lower case: plain, scram-sha-256, scram-sha-512).
+function securityOptions(json) {
+  if (!json) return {}
+  const s = JSON.parse(json)
+  const protocol = s.protocol || 'PLAINTEXT'
+  const out = {}
+  if (protocol === 'SSL' || protocol === 'SASL_SSL') {
+    const ssl = {}
+    if (s.cafile) ssl.ca = [fs.readFileSync(s.cafile, 'utf-8')]
+    if (s.certfile) ssl.cert = fs.readFileSync(s.certfile, 'utf-8')
+    if (s.keyfile) ssl.key = fs.readFileSync(s.keyfile, 'utf-8')
+    out.ssl = Object.keys(ssl).length > 0 ? ssl : true
+  }
+  if (protocol.startsWith('SASL_')) {
+    out.sasl = {
+      mechanism: (s.mechanism || 'PLAIN').toLowerCase(),
+      username: s.username,
+      password: s.password,
+    }
+  }
+  return out
 }
 
 function stderrLogger() {
@@ -120,6 +149,7 @@ async function main() {
   const kafka = new Kafka({
     clientId: args['client-id'],
     brokers: [args.bootstrap],
+    ...securityOptions(args.security),
     logLevel: level,
     logCreator: stderrLogger(),
     connectionTimeout: 3000,

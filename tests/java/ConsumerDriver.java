@@ -3,6 +3,9 @@
 // Args: --bootstrap HOST:PORT --group G --topic T --assignors range,roundrobin --client-id C
 //       [--instance-id I] [--session-timeout-ms N] [--heartbeat-interval-ms N]
 //       [--rebalance-timeout-ms N] [--metadata-max-age-ms N (-1: the client's default)]
+//       [--security JSON]  flat {"protocol","mechanism","username","password","cafile",
+//                           "certfile","keyfile"} (tests/clients/common.py): security.protocol,
+//                           sasl.mechanism + a JAAS line, PEM trust/key stores
 // --topic may also be a list "a,b" or a pattern "^regex": partitions are then reported as
 // "topic:partition" strings instead of numbers.
 // Prints one JSON object per line on stdout:
@@ -10,9 +13,12 @@
 //   {"event":"assigned","partitions":[...],"added":[...],"generation":G,"member_id":"..."}
 //   {"event":"revoked","partitions":[...]}
 //   {"event":"generation","generation":G,"member_id":"..."}   whenever the group metadata changes
+//   {"event":"committed","offset":N,"partitions":[...]}   after "commit N"
+//   {"event":"commit_failed","offset":N,"error":"..."}
 //   {"event":"closed"}
 // A line "close" on stdin (or EOF) makes it call consumer.close(), which sends LeaveGroup for a
-// dynamic member; SIGKILL leaves the group to the coordinator's session timeout.
+// dynamic member; SIGKILL leaves the group to the coordinator's session timeout. A line
+// "commit N" commits offset N for every owned partition (commitSync, from the poll loop).
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -24,12 +30,15 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeSet;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
@@ -92,6 +101,47 @@ public final class ConsumerDriver {
         return out;
     }
 
+    // The --security object: flat, string values only (no JSON library on the class path).
+    private static Map<String, String> flatJson(String json) {
+        Map<String, String> out = new HashMap<>();
+        Matcher m = Pattern.compile("\"(\\w+)\"\\s*:\\s*\"((?:[^\"\\\\]|\\\\.)*)\"")
+                .matcher(json);
+        while (m.find()) {
+            out.put(m.group(1), m.group(2).replaceAll("\\\\(.)", "$1"));
+        }
+        return out;
+    }
+
+    private static void security(Properties props, String json) {
+        Map<String, String> s = flatJson(json);
+        String protocol = s.getOrDefault("protocol", "PLAINTEXT");
+        props.put("security.protocol", protocol);
+        if (protocol.startsWith("SASL_")) {
+            String mechanism = s.getOrDefault("mechanism", "PLAIN");
+            String module = mechanism.equals("PLAIN")
+                    ? "org.apache.kafka.common.security.plain.PlainLoginModule"
+                    : "org.apache.kafka.common.security.scram.ScramLoginModule";
+            props.put("sasl.mechanism", mechanism);
+            props.put("sasl.jaas.config", module + " required username=" + str(s.get("username"))
+                    + " password=" + str(s.get("password")) + ";");
+        }
+        if (s.containsKey("cafile")) {
+            props.put("ssl.truststore.type", "PEM");
+            props.put("ssl.truststore.location", s.get("cafile"));
+        }
+        if (s.containsKey("certfile") && s.containsKey("keyfile")) {
+            try {
+                props.put("ssl.keystore.type", "PEM");
+                props.put("ssl.keystore.certificate.chain", java.nio.file.Files.readString(
+                        java.nio.file.Path.of(s.get("certfile"))));
+                props.put("ssl.keystore.key", java.nio.file.Files.readString(
+                        java.nio.file.Path.of(s.get("keyfile"))));
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+    }
+
     public static void main(String[] argv) throws Exception {
         Map<String, String> args = new HashMap<>();
         for (int i = 0; i + 1 < argv.length; i += 2) {
@@ -123,14 +173,22 @@ public final class ConsumerDriver {
             assignors.add(ASSIGNORS.getOrDefault(name, name));
         }
         props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, String.join(",", assignors));
+        if (args.containsKey("security")) {
+            security(props, args.get("security"));
+        }
 
         AtomicBoolean closing = new AtomicBoolean(false);
+        ConcurrentLinkedQueue<Long> commits = new ConcurrentLinkedQueue<>();
         Thread stdin = new Thread(() -> {
             try (BufferedReader r = new BufferedReader(new InputStreamReader(System.in))) {
                 String line;
                 while ((line = r.readLine()) != null) {
-                    if (line.trim().equals("close")) {
+                    String[] words = line.trim().split("\\s+");
+                    if (words.length == 1 && words[0].equals("close")) {
                         break;
+                    }
+                    if (words.length == 2 && words[0].equals("commit")) {
+                        commits.add(Long.parseLong(words[1]));
                     }
                 }
             } catch (Exception e) {
@@ -180,6 +238,20 @@ public final class ConsumerDriver {
             String memberId = null;
             while (!closing.get()) {
                 consumer.poll(Duration.ofMillis(100));
+                for (Long offset = commits.poll(); offset != null; offset = commits.poll()) {
+                    Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                    for (TopicPartition tp : owned.values()) {
+                        offsets.put(tp, new OffsetAndMetadata(offset));
+                    }
+                    try {
+                        consumer.commitSync(offsets, Duration.ofSeconds(15));
+                        emit("{\"event\":\"committed\",\"offset\":" + offset
+                                + ",\"partitions\":" + parts(owned.values()) + "}");
+                    } catch (RuntimeException e) {
+                        emit("{\"event\":\"commit_failed\",\"offset\":" + offset
+                                + ",\"error\":" + str(e.toString()) + "}");
+                    }
+                }
                 ConsumerGroupMetadata md = consumer.groupMetadata();
                 if (md.generationId() != generation || !md.memberId().equals(memberId)) {
                     generation = md.generationId();

@@ -287,7 +287,10 @@ async def start_member(tmp: Path, peers: Path, kind: str, name: str, *, bootstra
                        instance_id: str | None = None, session_timeout_ms: int = 10000,
                        heartbeat_interval_ms: int = 500,
                        rebalance_timeout_ms: int | None = None,
-                       metadata_max_age_ms: int = 5000) -> Member:
+                       metadata_max_age_ms: int = 5000,
+                       security: dict[str, str] | None = None) -> Member:
+    """Start a consumer driver (tests/clients/common.py). `security`: the driver's --security
+    object (protocol, mechanism, username, password, cafile, certfile, keyfile)."""
     if rebalance_timeout_ms is None:
         # librdkafka refuses max.poll.interval.ms below session.timeout.ms.
         rebalance_timeout_ms = max(20000, session_timeout_ms)
@@ -299,6 +302,8 @@ async def start_member(tmp: Path, peers: Path, kind: str, name: str, *, bootstra
             "--metadata-max-age-ms", str(metadata_max_age_ms)]
     if instance_id is not None:
         args += ["--instance-id", instance_id]
+    if security:
+        args += ["--security", json.dumps(security)]
     log_path = tmp / f"member-{name}-{time.monotonic_ns()}.log"
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
                NODE_PATH=str(kafkajs_modules(peers)))
