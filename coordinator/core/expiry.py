@@ -50,13 +50,17 @@ def expire(state: CoreState, now_ms: int) -> Effects:
             continue
         kind = entry[2]
         if kind == RETENTION:
-            timers.retention_seq = 0
+            # Equivalent under mutation (None, 1): arm_retention below sets it again before
+            # anything reads it (_expire_offsets never looks at the timers).
+            timers.retention_seq = 0  # pragma: no mutate
             _expire_offsets(state, now_ms, fx)
             arm_retention(state, now_ms)
             continue
         group = groups.get(entry[3])
         if group is None:
-            continue
+            # `break` is an equivalent mutant: is_live has already dropped every entry of a
+            # group that is gone, so a live entry always finds its group.
+            continue  # pragma: no mutate
         if kind == SESSION:
             expire_sessions(state, group, now_ms, fx)
         elif kind == JOIN:

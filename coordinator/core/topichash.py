@@ -189,7 +189,8 @@ class TopicHashCache:
         if algorithm not in HASH_FUNCTIONS:
             known = ", ".join(sorted(HASH_FUNCTIONS))
             raise ValueError(f"unknown topic hash {algorithm!r}: use one of {known}")
-        self.algorithm = algorithm
+        # Equivalent under mutation: nothing reads it (kept for whoever inspects the cache).
+        self.algorithm = algorithm  # pragma: no mutate
         self._function = HASH_FUNCTIONS[algorithm]
         self._catalog = catalog
         self._hashes: dict[str, int] = {}
@@ -222,7 +223,10 @@ class TopicHashCache:
         info = self._catalog.get(name)
         value = 0 if info is None else self._function(topic_hash_bytes(info))
         if name in self._dropped:
-            self._dropped.discard(name)
+            # Equivalent under mutation (discarding another name): only group_hash calls this,
+            # for topics that exist, so the value is now cached and the name leaves the cache
+            # again only by `invalidate` (which adds it back) or by `subscribe` (which drops it).
+            self._dropped.discard(name)  # pragma: no mutate
             self.recomputations += 1
         if name in self._readers and info is not None:
             self._hashes[name] = value
@@ -254,7 +258,9 @@ class TopicHashCache:
         for name in old - new:
             groups = readers.get(name)
             if groups is None:
-                continue
+                # Unreachable, so `break` is equivalent: every topic a group is indexed under
+                # has a readers entry holding it (this method is the only writer of both).
+                continue  # pragma: no mutate
             groups.discard(group_id)
             if not groups:
                 del readers[name]
