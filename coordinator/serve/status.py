@@ -378,10 +378,14 @@ class StatusProvider:
 
     def summary(self) -> dict[str, Any]:
         server = self.server
+        ready, why = readiness(server)
+        upstream = getattr(server, "upstream_status", None)  # sidecar mode (/upstream)
         return {
-            "ready": readiness(server)[0],
+            "ready": ready,
+            "why": why,
             "connections": len(server.connections),
             "advertised": f"{server.advertised.host}:{server.advertised.port}",
+            "upstream": None if upstream is None else upstream(),
         }
 
 
@@ -696,10 +700,13 @@ def render_html(
         body = _filter_html(query) + body + f"<script>{FILTER_SCRIPT}</script>"
     if fleet is not None:
         body = _fleet_html(fleet) + body
-    ready = "ready" if summary["ready"] else "loading"
+    ready = "ready" if summary["ready"] else f"not ready: {summary.get('why') or 'loading'}"
     links = "<a href=/groups>JSON</a> · <a href=/metrics>metrics</a>"
     if fleet is not None:
         links += " · <a href=/fleet>fleet</a>"
+    upstream = summary.get("upstream")
+    if upstream is not None:
+        links += " · <a href=/upstream>upstream</a>"
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width,initial-scale=1">'
@@ -708,5 +715,22 @@ def render_html(
         f"<h1>groupcoord</h1><div class=meta>{_e(summary['advertised'])} · {ready} · "
         f"{len(groups)} groups · {_e(summary['connections'])} connections · "
         f"{_e(_iso(now_s))} · {links}</div>"
+        f"{'' if upstream is None else _upstream_html(upstream)}"
         f"{body}</body></html>"
     )
+
+
+def _upstream_html(upstream: dict[str, Any]) -> str:
+    """Sidecar mode: the upstream cluster as the sidecar sees it (Sidecar.upstream_status)."""
+    state = upstream["state"]
+    if upstream.get("error") and state != "reachable":
+        state += f" ({upstream['error']})"
+    absent = upstream.get("topics_absent") or []
+    parts = [
+        f"upstream {upstream['bootstrap']}: {state}",
+        f"{upstream['brokers']} brokers",
+        f"{upstream['topics']} topics",
+    ]
+    if absent:
+        parts.append("absent, not yet deleted: " + ", ".join(absent))
+    return f"<div class=meta id=upstream>{_e(' · '.join(parts))}</div>"

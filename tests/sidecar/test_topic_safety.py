@@ -7,10 +7,14 @@ deleted" within milliseconds of coming back, and every group's offsets went with
 
 from __future__ import annotations
 
+import html
+import urllib.request
+
 import pytest
 
 from tests.support import realclients as rc
 from tests.support.sidecar_util import (
+    Sidecar,
     Stack,
     commit,
     create_topic,
@@ -25,6 +29,12 @@ __all__ = ["stack"]
 
 TOPIC, GROUPS, PARTITIONS = "t5", ("g5", "g6"), 3
 OFFSETS = {0: 10, 1: 20, 2: 30}
+
+
+def status_page(sidecar: Sidecar) -> str:
+    url = f"http://127.0.0.1:{sidecar.metrics_port}/"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return html.unescape(response.read().decode())
 
 
 async def committed_everywhere(port: int) -> dict[str, dict[int, int] | int]:
@@ -47,6 +57,8 @@ async def test_an_upstream_restarted_empty_deletes_no_offsets(stack: Stack) -> N
     _, why = readyz(sidecar)
     assert "upstream unreachable" in why, why
     assert sidecar.upstream()["state"] == "unreachable"
+    page = status_page(sidecar)  # the status page says so too, and why
+    assert f"upstream {tansu.bootstrap}: unreachable (" in page and "not ready: upstream" in page
     stack.tansu(port=tansu.port)  # ... and comes back empty, on the same address
 
     await rc.wait_until(lambda: readyz(sidecar)[0] == 200, 15, "/readyz to say ready again")
