@@ -276,6 +276,19 @@ SETTINGS: list[Setting] = [
     Setting("metrics_listen", "str", "127.0.0.1:9108",
             "HOST:PORT for /metrics, /healthz, /readyz and the status page ('' = off)",
             host_port_or_off, metavar="HOST:PORT"),
+    Setting("upstream_security_protocol", "str", "PLAINTEXT",
+            "sidecar mode: the upstream cluster's security protocol (every connection "
+            "groupcoord opens there: forwarded traffic, refreshes, the fleet's clients)",
+            choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    Setting("upstream_sasl_mechanism", "str", "PLAIN", "sidecar mode, SASL_*: the mechanism",
+            choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+    Setting("upstream_sasl_username", "str", "", "sidecar mode, SASL_*: the user groupcoord "
+            "authenticates as (its ACLs: README 'Sidecar mode')", metavar="USER"),
+    Setting("upstream_sasl_password", "str", "", "sidecar mode, SASL_*: its password (prefer "
+            "the env variable or the TOML file to the flag)", metavar="PASSWORD",
+            default_text="none"),
+    Setting("upstream_ssl_cafile", "str", "", "sidecar mode, SSL/SASL_SSL: the CAs to verify "
+            "the upstream's certificates with ('' = the system's)", metavar="FILE"),
     Setting("metrics_tls", "bool", False,
             "serve --metrics-listen over HTTPS with --ssl-certfile/--ssl-keyfile"),
     Setting("metrics_per_group", "bool", False,
@@ -307,6 +320,14 @@ def _tls_files(s: Settings) -> None:
                 raise s.error(name, f"is required with {why}")
 
 
+def _upstream_sasl(s: Settings) -> None:
+    if s.upstream_security_protocol.startswith("SASL_") and not s.upstream_sasl_username:
+        raise s.error(
+            "upstream_sasl_username",
+            f"is required with upstream_security_protocol {s.upstream_security_protocol}",
+        )
+
+
 def _listener_security_standalone(s: Settings) -> None:
     # (The sidecar's listeners and its forwarding of client sessions are not secured yet.)
     if s.upstream and s.security_protocol != "PLAINTEXT":
@@ -318,6 +339,7 @@ def _listener_security_standalone(s: Settings) -> None:
 CROSS_CHECKS: list[Callable[[Settings], None]] = [
     _session_bounds,
     _tls_files,
+    _upstream_sasl,
     _listener_security_standalone,
 ]
 

@@ -62,7 +62,7 @@ from coordinator.sidecar.state_topic import (
     StateUnavailable,
     partition_for,
 )
-from coordinator.sidecar.upstream_clients import client_options
+from coordinator.sidecar.upstream_clients import PLAINTEXT, UpstreamSecurity, client_options
 
 if TYPE_CHECKING:
     from coordinator.serve.server import Server
@@ -87,6 +87,7 @@ class FleetOptions:
     session_timeout_ms: int = 4_000
     lease_ms: int = 3_000
     verify_interval_ms: int = 1_000
+    security: UpstreamSecurity = PLAINTEXT  # TLS/SASL of its aiokafka clients
 
 
 @dataclass(slots=True)
@@ -124,6 +125,7 @@ def from_settings(server: Server, sidecar: Sidecar, settings: Any) -> Fleet | No
         group=settings.fleet_group,
         session_timeout_ms=settings.fleet_session_timeout_ms,
         lease_ms=max(1_000, settings.fleet_session_timeout_ms * 3 // 4),
+        security=sidecar.options.security,
     )
     return Fleet(server, sidecar, options)
 
@@ -141,7 +143,7 @@ class Fleet:
             options.partitions,
             options.replication_factor,
             options.min_insync_replicas,
-            lambda: client_options(options.bootstrap),
+            lambda: client_options(options.bootstrap, options.security),
         )
         self.parts = [Part(p) for p in range(options.partitions)]
         self.address = ""  # host:port of our fleet listener, as peers reach it
@@ -232,7 +234,7 @@ class Fleet:
 
     async def _join(self) -> None:
         consumer = AIOKafkaConsumer(
-            **client_options(self.options.bootstrap),
+            **client_options(self.options.bootstrap, self.options.security),
             group_id=self.options.group,
             enable_auto_commit=False,
             session_timeout_ms=self.options.session_timeout_ms,

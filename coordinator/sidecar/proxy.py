@@ -68,6 +68,11 @@ from coordinator.sidecar.rewrite import (
 )
 from coordinator.sidecar.traffic import UpstreamCollector
 from coordinator.sidecar.upstream import Link, Upstreams, UpstreamUnavailable
+from coordinator.sidecar.upstream_clients import (
+    PLAINTEXT,
+    UpstreamSecurity,
+    security_from_settings,
+)
 from protocol import apis, codec
 from protocol.framing import FramingError
 
@@ -106,6 +111,7 @@ class SidecarOptions:
     topic_delete_after_ms: int = 60_000
     lag_interval_ms: int = 10_000
     metrics_per_group: bool = False
+    security: UpstreamSecurity = PLAINTEXT  # TLS/SASL toward the upstream (upstream_clients)
 
 
 def from_settings(server: Server, settings: Any) -> Sidecar | None:
@@ -119,6 +125,7 @@ def from_settings(server: Server, settings: Any) -> Sidecar | None:
         topic_delete_after_ms=settings.upstream_topic_delete_after_ms,
         lag_interval_ms=settings.lag_interval_ms,
         metrics_per_group=settings.metrics_per_group,
+        security=security_from_settings(settings),
     )
     return Sidecar(server, options)
 
@@ -127,7 +134,7 @@ class Sidecar:
     def __init__(self, server: Server, options: SidecarOptions) -> None:
         self.server = server
         self.options = options
-        self.upstreams = Upstreams(options.upstream)
+        self.upstreams = Upstreams(options.upstream, options.security)
         self.local_ports: dict[int, int] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.leaders: dict[tuple[str, int], int] = {}

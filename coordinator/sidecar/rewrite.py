@@ -83,6 +83,8 @@ _KIO_NAMES: Final = {  # kio's module name and class name prefix for each API th
     API_VERSIONS: ("api_versions", "ApiVersions"),
     DESCRIBE_CLUSTER: ("describe_cluster", "DescribeCluster"),
     DELETE_TOPICS: ("delete_topics", "DeleteTopics"),  # kio has v1-v6
+    17: ("sasl_handshake", "SaslHandshake"),  # the sidecar's own SASL upstream
+    36: ("sasl_authenticate", "SaslAuthenticate"),
 }
 VERSION_CAPS: Final = {
     PRODUCE: 9,  # v10 adds NodeEndpoints (KIP-951)

@@ -30,8 +30,14 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol, cast
 
 from coordinator.sidecar import rewrite
-from coordinator.sidecar.rewrite import BrokerAddress, FrameStream, Sink
+from coordinator.sidecar.rewrite import BrokerAddress, FrameStream, RewriteError, Sink
 from coordinator.sidecar.traffic import ApiTraffic, UpstreamStats
+from coordinator.sidecar.upstream_clients import (
+    PLAINTEXT,
+    UpstreamAuthError,
+    UpstreamSecurity,
+    authenticate,
+)
 from protocol.framing import FramingError
 
 log = logging.getLogger("groupcoord.upstream")
@@ -251,11 +257,17 @@ class Broker:
     """One upstream broker (or bootstrap address, node_id -1 until Metadata names it)."""
 
     def __init__(
-        self, host: str, port: int, node_id: int = -1, stats: UpstreamStats | None = None
+        self,
+        host: str,
+        port: int,
+        node_id: int = -1,
+        stats: UpstreamStats | None = None,
+        security: UpstreamSecurity = PLAINTEXT,
     ) -> None:
         self.host = host
         self.port = port
         self.node_id = node_id
+        self.security = security  # TLS and SASL of every link (a fleet's peer links: none)
         self.stats = stats  # its links count what they forward there (None: nothing counted)
         self.rack: str | None = None
         self.api_versions: dict[int, tuple[int, int]] | None = None
@@ -265,6 +277,7 @@ class Broker:
         self._control_lock = asyncio.Lock()
         self._backoff_s = 0.0
         self._retry_at = 0.0
+        self._last_error = ""  # why the last connection attempt failed
 
     @property
     def label(self) -> str:
@@ -288,23 +301,62 @@ class Broker:
                 return link
         loop = asyncio.get_running_loop()
         if loop.time() < self._retry_at:
-            raise UpstreamUnavailable(f"{self.label}: reconnect backoff")
+            raise UpstreamUnavailable(f"{self.label}: {self._last_error} (retrying)")
         try:
-            _, link = await asyncio.wait_for(
-                loop.create_connection(lambda: Link(self), self.host, self.port),
-                CONNECT_TIMEOUT_S,
-            )
-        except (OSError, TimeoutError) as exc:
+            link = await asyncio.wait_for(self._open(loop), CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError, UpstreamAuthError) as exc:
             first = self._backoff_s == 0.0
             self._backoff_s = min(max(self._backoff_s * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
             self._retry_at = loop.time() + self._backoff_s
+            self._last_error = str(exc) or type(exc).__name__
             if first:
-                log.warning("upstream %s unreachable: %s", self.label, exc or type(exc).__name__)
-            raise UpstreamUnavailable(f"{self.label}: {exc or type(exc).__name__}") from exc
+                log.warning("upstream %s unreachable: %s", self.label, self._last_error)
+            raise UpstreamUnavailable(f"{self.label}: {self._last_error}") from exc
         if self._backoff_s:
             log.info("upstream %s reachable again", self.label)
         self._backoff_s = 0.0
         return link
+
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> Link:
+        """A new link: TLS when the upstream's security says so, then SASL before any request
+        of a client or of ours goes on it (coordinator.sidecar.upstream_clients)."""
+        security = self.security
+        context = security.ssl_context
+        _, link = await loop.create_connection(
+            lambda: Link(self),
+            self.host,
+            self.port,
+            ssl=context,
+            server_hostname=self.host if context is not None else None,
+        )
+        if security.sasl:
+            try:
+                await authenticate(lambda entity: self._call(link, entity), security)
+            except BaseException:
+                link.close()
+                raise
+        return link
+
+    async def _call(self, link: Link, entity: Any) -> Any:
+        """One request of ours on `link`, awaited and decoded (SASL on a fresh link)."""
+        self._control_seq = (self._control_seq + 1) & 0x7FFFFFFF
+        correlation_id = self._control_seq
+        future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+
+        def done(frame: bytes | None) -> None:
+            if not future.done():
+                future.set_result(frame)
+
+        link.expect(correlation_id, done)
+        link.write(rewrite.encode_request(entity, correlation_id, CLIENT_ID))
+        frame = await future
+        if frame is None:
+            raise OSError("connection lost during SASL authentication")
+        cls = type(entity)
+        try:
+            return rewrite.decode_response(cls.__api_key__, cls.__version__, frame)
+        except RewriteError as exc:
+            raise OSError(f"undecodable SASL answer: {exc}") from None
 
     def release(self, link: Link) -> None:
         """Back to the pool if it is healthy and idle; closed otherwise."""
@@ -355,7 +407,10 @@ class Broker:
 class Upstreams:
     """The upstream cluster as the sidecar knows it: brokers by node id, and the bootstrap list."""
 
-    def __init__(self, bootstrap: list[tuple[str, int]]) -> None:
+    def __init__(
+        self, bootstrap: list[tuple[str, int]], security: UpstreamSecurity = PLAINTEXT
+    ) -> None:
+        self.security = security
         self.stats = UpstreamStats()  # what clients' requests forward (coordinator.sidecar.traffic)
         self._by_address: dict[tuple[str, int], Broker] = {}
         self.bootstrap = [self._broker_at(host, port) for host, port in bootstrap]
@@ -364,7 +419,9 @@ class Upstreams:
     def _broker_at(self, host: str, port: int) -> Broker:
         broker = self._by_address.get((host, port))
         if broker is None:
-            broker = self._by_address[host, port] = Broker(host, port, stats=self.stats)
+            broker = self._by_address[host, port] = Broker(
+                host, port, stats=self.stats, security=self.security
+            )
         return broker
 
     def update(self, addresses: list[BrokerAddress]) -> list[int]:

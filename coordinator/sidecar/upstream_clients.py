@@ -1,23 +1,129 @@
-"""Every setting of groupcoord's own Kafka clients toward the upstream cluster, in one place.
+"""Every setting of groupcoord's own Kafka clients toward the upstream cluster, in one place,
+and the upstream's security (TLS, SASL: issue 22).
 
-The fleet's producer, readers, admin client and membership consumer (coordinator.sidecar.fleet,
-coordinator.sidecar.state_topic) are aiokafka clients built from `client_options(settings)`.
-Upstream security (TLS, SASL: issue 22) is added here and nowhere else.
+- The fleet's producer, readers, admin client and membership consumer (coordinator.sidecar.fleet,
+  coordinator.sidecar.state_topic) are aiokafka clients built from `client_options`.
+- The sidecar's own links (coordinator.sidecar.upstream: forwarded client traffic, metadata
+  refreshes, lag reads) open TLS with `UpstreamSecurity.ssl_context` and authenticate with
+  `authenticate` (SaslHandshake v1, then SaslAuthenticate v1 steps: PLAIN, or SCRAM through
+  scramp's client) before any request of theirs is sent.
+
+The model for forwarded client traffic (README "Sidecar mode"): clients talk to their own
+sidecar over the pod's loopback, PLAINTEXT; the sidecar reaches the cluster as one upstream
+identity (--upstream-sasl-username), so that identity needs the ACLs of every application the
+sidecar fronts (READ/WRITE on their topics, the fleet's state topic and group).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kio.schema.errors import ErrorCode
+from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from scramp import ScramClient, ScramException
 
 CLIENT_ID = "groupcoord-fleet"
+PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
-def client_options(bootstrap: str, request_timeout_ms: int = 10_000) -> dict[str, Any]:
+class UpstreamAuthError(Exception):
+    """The upstream refused our SASL authentication (wrong credentials or mechanism)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamSecurity:
+    protocol: str = "PLAINTEXT"
+    mechanism: str = "PLAIN"
+    username: str = ""
+    password: str = ""
+    cafile: str | None = None  # None: the system's CAs
+    ssl_context: ssl.SSLContext | None = None  # built from cafile when TLS
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+
+PLAINTEXT = UpstreamSecurity()
+
+
+def security_from_settings(settings: Any) -> UpstreamSecurity:
+    protocol = settings.upstream_security_protocol
+    context = None
+    cafile = settings.upstream_ssl_cafile or None
+    if protocol in ("SSL", "SASL_SSL"):
+        # Verified as any Kafka client verifies its brokers: the chain and the host name.
+        context = ssl.create_default_context(cafile=cafile)
+    return UpstreamSecurity(
+        protocol,
+        settings.upstream_sasl_mechanism,
+        settings.upstream_sasl_username,
+        settings.upstream_sasl_password,
+        cafile,
+        context,
+    )
+
+
+def client_options(
+    bootstrap: str, security: UpstreamSecurity = PLAINTEXT, request_timeout_ms: int = 10_000
+) -> dict[str, Any]:
     """Keyword arguments common to AIOKafkaProducer, AIOKafkaConsumer and AIOKafkaAdminClient."""
-    return {
+    options: dict[str, Any] = {
         "bootstrap_servers": bootstrap,
         "client_id": CLIENT_ID,
         "request_timeout_ms": request_timeout_ms,
         "retry_backoff_ms": 100,
         "metadata_max_age_ms": 30_000,
+        "security_protocol": security.protocol,
     }
+    if security.tls:
+        options["ssl_context"] = security.ssl_context
+    if security.sasl:
+        options["sasl_mechanism"] = security.mechanism
+        options["sasl_plain_username"] = security.username
+        options["sasl_plain_password"] = security.password
+    return options
+
+
+Call = Callable[[Any], Awaitable[Any]]  # a request entity -> its decoded response
+
+
+async def authenticate(call: Call, security: UpstreamSecurity) -> None:
+    """SASL on a fresh upstream link: `call` sends one request on it and returns the decoded
+    response. Raises UpstreamAuthError when the upstream refuses."""
+    handshake = await call(SaslHandshakeRequest(mechanism=security.mechanism))
+    if handshake.error_code != ErrorCode.none:
+        raise UpstreamAuthError(
+            f"SaslHandshake {security.mechanism}: {handshake.error_code.name.upper()} "
+            f"(the upstream offers {', '.join(handshake.mechanisms) or 'nothing'})"
+        )
+    if security.mechanism == "PLAIN":
+        token = f"\0{security.username}\0{security.password}".encode()
+        await _step(call, token)
+        return
+    client = ScramClient([security.mechanism], security.username, security.password)
+    try:
+        server_first = await _step(call, client.get_client_first().encode())
+        client.set_server_first(server_first.decode())
+        server_final = await _step(call, client.get_client_final().encode())
+        client.set_server_final(server_final.decode())  # the upstream proves it knows us too
+    except (ScramException, UnicodeDecodeError) as exc:
+        raise UpstreamAuthError(f"SASL {security.mechanism}: {exc}") from None
+
+
+async def _step(call: Call, token: bytes) -> bytes:
+    response = await call(SaslAuthenticateRequest(auth_bytes=token))
+    if response.error_code != ErrorCode.none:
+        raise UpstreamAuthError(
+            f"SaslAuthenticate: {response.error_code.name.upper()}: {response.error_message or ''}"
+        )
+    return bytes(response.auth_bytes)
