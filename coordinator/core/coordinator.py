@@ -163,8 +163,16 @@ class GroupCoordinator:
 
     # -- topics (core.topic_watch) ---------------------------------------------------------------
 
-    def topic_changed(self, name: str, info: TopicInfo | None, now_ms: int) -> Effects:
-        return topic_watch.topic_changed(self.state, name, info, now_ms)
+    def topic_changed(
+        self, name: str, info: TopicInfo | None, now_ms: int, keep_offsets: bool = False
+    ) -> Effects:
+        return topic_watch.topic_changed(self.state, name, info, now_ms, keep_offsets)
+
+    def delete_topic_offsets(self, name: str) -> Effects:
+        return topic_watch.delete_topic_offsets(self.state, name)
+
+    def offset_topics(self) -> set[str]:
+        return topic_watch.offset_topics(self.state)
 
     def topics_loaded(self, now_ms: int) -> Effects:
         return topic_watch.topics_loaded(self.state, now_ms)

@@ -82,8 +82,13 @@ def change_cause(
     return RebalanceCause.RACKS_CHANGED
 
 
-def topic_changed(state: CoreState, name: str, info: TopicInfo | None, now_ms: int) -> Effects:
-    """Topic `name` now looks like `info` (None: it was deleted). No-op when nothing changed."""
+def topic_changed(
+    state: CoreState, name: str, info: TopicInfo | None, now_ms: int, keep_offsets: bool = False
+) -> Effects:
+    """Topic `name` now looks like `info` (None: it was deleted). No-op when nothing changed.
+    `keep_offsets`: a deletion that is not certain yet (a sidecar's upstream stopped listing the
+    topic): the catalog and the groups see it gone, its committed offsets stay until
+    `delete_topic_offsets` (or its return under the same id) settles it."""
     fx = Effects()
     topics = state.topics
     current = topics.get(name)
@@ -95,7 +100,8 @@ def topic_changed(state: CoreState, name: str, info: TopicInfo | None, now_ms: i
     cause = change_cause(current, info, _recently_deleted(state, name, now_ms))
     if info is None:
         topics.remove(name)
-        _delete_topic_offsets(state, name, fx)
+        if not keep_offsets:
+            _delete_topic_offsets(state, name, fx)
         state.deleted_topics_ms[name] = now_ms
     else:
         topics.put(info)
@@ -170,6 +176,20 @@ def _deleted(
     if group.state is GroupState.STABLE:
         group.metadata_hash = current
         fx.records.append(group_record(state, group, now_ms))
+
+
+def delete_topic_offsets(state: CoreState, name: str) -> Effects:
+    """Delete every group's committed offsets of topic `name` (its deletion became certain after
+    `topic_changed(..., keep_offsets=True)`)."""
+    fx = Effects()
+    _delete_topic_offsets(state, name, fx)
+    return fx
+
+
+def offset_topics(state: CoreState) -> set[str]:
+    """Every topic some group has a committed offset for."""
+    offsets = state.offsets
+    return {t for gid in offsets.group_ids() for t, parts in offsets.topics(gid).items() if parts}
 
 
 def _delete_topic_offsets(state: CoreState, name: str, fx: Effects) -> None:

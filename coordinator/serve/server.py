@@ -705,11 +705,17 @@ class Server:
 
         runtime.apply_then(Effects(records=outcome.records), done, failed)
 
-    def topic_changed(self, name: str, info: TopicInfo | None) -> None:
+    def topic_changed(
+        self, name: str, info: TopicInfo | None, keep_offsets: bool = False
+    ) -> None:
         """Topic `name` now looks like `info` (None: deleted), whatever told us (the sidecar's
         upstream metadata, an operator): updates the catalog and persists it through the core and
-        the runtime; groups reading it rebalance if its hash changed (core.topic_watch)."""
-        self.topic_service.topic_changed(name, info)
+        the runtime; groups reading it rebalance if its hash changed (core.topic_watch).
+        `keep_offsets`: a deletion not certain yet; `delete_topic_offsets` finishes it."""
+        self.topic_service.topic_changed(name, info, keep_offsets)
+
+    def delete_topic_offsets(self, name: str) -> None:
+        self.topic_service.delete_offsets(name)
 
     def _respond(self, reply_to: int, result: Result) -> None:
         entry = self._pending.pop(reply_to, None)

@@ -121,7 +121,7 @@ class TopicService:
         # Fetches parked until their max_wait: connection -> (header, request, its timer).
         self._parked: dict[Connection, tuple[RequestHeader, Any, asyncio.TimerHandle]] = {}
         # Changes that arrived before the log was loaded: applied once it is (`loaded`).
-        self._early: dict[str, TopicInfo | None] = {}
+        self._early: dict[str, tuple[TopicInfo | None, bool]] = {}  # (info, keep_offsets)
         server.event_sinks.append(log_hash_change)
 
     def _now_ms(self) -> int:
@@ -132,27 +132,31 @@ class TopicService:
 
     # -- changes ---------------------------------------------------------------------------------
 
-    def topic_changed(self, name: str, info: TopicInfo | None) -> None:
-        """`Server.topic_changed`: apply "topic `name` now looks like `info`" (None = deleted)."""
+    def topic_changed(self, name: str, info: TopicInfo | None, keep_offsets: bool = False) -> None:
+        """`Server.topic_changed`: apply "topic `name` now looks like `info`" (None = deleted;
+        with `keep_offsets`, not certainly: core.topic_watch)."""
         server = self._server
         if server.runtime is None or server.core.loading:
             # Replaying the log would overwrite it, and the log must not grow while it replays.
-            self._early[name] = info
+            self._early[name] = (info, keep_offsets)
             return
         now = self._now_ms()
         before = server.catalog.get(name)
-        fx = server.core.topic_changed(name, info, now)
+        fx = server.core.topic_changed(name, info, now, keep_offsets)
         if not fx.records:
             return  # nothing changed
-        if info is None:
-            deleted = [e for e in fx.events if isinstance(e, OffsetsDeleted)]
-            log.warning(
-                "topic %s deleted: %d committed offsets of %d groups deleted with it",
-                name,
-                sum(e.partitions for e in deleted),
-                len(deleted),
-            )
+        if info is None and not keep_offsets:
+            _log_deleted(name, fx)
         self._announce(name, before, info, now)
+        server.runtime.apply(fx)
+
+    def delete_offsets(self, name: str) -> None:
+        """`Server.delete_topic_offsets`: topic `name` is gone for certain; so are its offsets."""
+        server = self._server
+        if server.runtime is None or server.core.loading:
+            return  # (a sidecar asks only once it serves)
+        fx = server.core.delete_topic_offsets(name)
+        _log_deleted(name, fx)
         server.runtime.apply(fx)
 
     def _announce(
@@ -210,9 +214,9 @@ class TopicService:
         fx = core.topics_loaded(now_ms)
         _merge(fx, core.declare_topics(self.declared, now_ms))
         early, self._early = self._early, {}
-        for name, info in early.items():
+        for name, (info, keep_offsets) in early.items():
             before = core.topics.get(name)
-            one = core.topic_changed(name, info, now_ms)
+            one = core.topic_changed(name, info, now_ms, keep_offsets)
             if one.records:
                 self._announce(name, before, info, now_ms)
             _merge(fx, one)
@@ -319,3 +323,13 @@ class TopicService:
             self.answered(conn, header, stale, (t.topic for t in request.topics))
             response, _ = broker.fetch_response(header.api_version, request, catalog, stale)
             conn.send(codec.encode_response(header, response))
+
+
+def _log_deleted(name: str, fx: Effects) -> None:
+    deleted = [e for e in fx.events if isinstance(e, OffsetsDeleted)]
+    log.warning(
+        "topic %s deleted: %d committed offsets of %d groups deleted with it",
+        name,
+        sum(e.partitions for e in deleted),
+        len(deleted),
+    )

@@ -138,9 +138,10 @@ class Sidecar:
         self.local_ports: dict[int, int] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.leaders: dict[tuple[str, int], int] = {}
-        # Topics absent from complete refreshes: name -> (first seen absent, answers lacking it),
-        # on the loop's clock (see observe_metadata).
-        self._absent: dict[str, tuple[float, int]] = {}
+        # Topics absent from complete refreshes, their offsets kept: name -> (first seen absent
+        # on the loop's clock, answers lacking it since, the topic as it was; see
+        # observe_metadata).
+        self._absent: dict[str, tuple[float, int, TopicInfo | None]] = {}
         # The upstream as the refreshes saw it: None until the first answer, then True/False.
         self.upstream_answered: bool | None = None
         self.upstream_error = "no answer yet"
@@ -170,6 +171,7 @@ class Sidecar:
         )
         # The topics the log restored: a topic deleted upstream meanwhile is noticed as gone.
         self.topics = {t.name: t for t in self.server.catalog}
+        self.absent_since_start()
         try:
             await self.refresh()
         except (UpstreamUnavailable, RewriteError) as exc:
@@ -275,26 +277,28 @@ class Sidecar:
     def observe_metadata(self, response: Any, full: bool) -> None:
         """Learn brokers and topics from a Metadata answer; tell the server about changed topics.
 
-        Deleting a topic deletes its committed offsets (Kafka does the same), so it happens only
-        when it is certain: when a DeleteTopics for it passes through (`topics_deleted`), when
-        the topic shows up under a new topic id (deleted and re-created upstream), or when it
-        has been absent from every complete refresh (`full`: all topics, naming at least one
-        broker) for `topic_delete_after_ms`, and from at least two of them. A refresh that
-        failed proves nothing and resets nothing; an upstream restarted empty, or answering
-        before its topics are loaded, therefore costs no offsets unless it stays so for the
-        whole delay. A client's answer saying a known topic does not exist, or showing a
-        partition count we do not have (Metadata < v10 carries no topic id), only brings the
-        next refresh forward."""
+        A topic absent from a complete refresh (`full`: all topics, naming at least one broker)
+        is gone for the clients and the groups at once (the catalog drops it; Fetch answers
+        UNKNOWN_TOPIC_OR_PARTITION; its readers rebalance), but its committed offsets are
+        deleted only when the deletion is certain (Kafka deletes them with the topic): when a
+        DeleteTopics for it passes through (`topics_deleted`), when it comes back under a new
+        topic id, or when it has stayed absent from every complete refresh for
+        `topic_delete_after_ms` and from at least two of them. A failed refresh proves nothing
+        and resets nothing. An upstream restarted empty, or answering before its topics are
+        loaded, so costs a rebalance but no offsets, unless it stays so for the whole delay; a
+        topic back under its own id keeps them. A client's answer saying a known topic does not
+        exist, or showing a partition count we do not have (Metadata < v10 carries no topic
+        id), only brings the next refresh forward."""
         for node_id in self.upstreams.update(rewrite.metadata_brokers(response)):
             self.local_address(node_id)  # listen before any client is told about the broker
         infos, missing, leaders = rewrite.topic_infos(response)
         self.leaders.update(leaders)
         for info in infos:
-            self._absent.pop(info.name, None)
+            self._came_back(info)
             cached = self.topics.get(info.name)
             if cached == info:
                 continue
-            if cached is not None and cached.topic_id.int and cached.topic_id != info.topic_id:
+            if cached is not None and _new_id(cached, info):
                 log.info("upstream topic %s was re-created (new topic id)", info.name)
                 self._forget(info.name)  # the old topic's offsets go, as with Kafka
             self.topics[info.name] = info
@@ -312,38 +316,68 @@ class Sidecar:
             return  # partial: no cluster answers all its topics without naming a broker
         present = {t.name for t in response.topics if t.name not in missing}
         now = asyncio.get_running_loop().time()
-        delay_s = self.options.topic_delete_after_ms / 1000
-        for name in self.topics.keys() - present:
-            first, answers = self._absent.get(name, (now, 0))
+        for name in self.topics.keys() - present:  # newly absent: gone, offsets kept
+            gone = self.topics[name]
+            log.info(
+                "upstream topic %s absent: gone for clients and groups; its offsets are "
+                "deleted if it stays absent %.0f s",
+                name,
+                self.options.topic_delete_after_ms / 1000,
+            )
+            self._drop(name)
+            self._absent[name] = (now, 0, gone)
+            self.server.topic_changed(name, None, keep_offsets=True)
+        for name in [n for n in self._absent if n not in present]:
+            first, answers, was = self._absent[name]
             answers += 1
-            if answers >= 2 and now - first >= delay_s:
+            self._absent[name] = (first, answers, was)
+            elapsed = now - first
+            if answers >= 2 and elapsed * 1000 >= self.options.topic_delete_after_ms:
                 log.info(
-                    "upstream topic %s absent from %d refreshes over %.0f s: deleting it",
+                    "upstream topic %s absent from %d refreshes over %.0f s: deleting its offsets",
                     name,
                     answers,
-                    now - first,
+                    elapsed,
                 )
-                self._forget(name)
-            else:
-                if answers == 1:
-                    log.info(
-                        "upstream topic %s absent; deleted if still absent in %.0f s",
-                        name,
-                        delay_s,
-                    )
-                self._absent[name] = (first, answers)
+                del self._absent[name]
+                self.server.delete_topic_offsets(name)
+
+    def _came_back(self, info: TopicInfo) -> None:
+        """A topic absent from earlier refreshes is listed again: under a new id its offsets go
+        (the old topic was deleted); under its own, they stay."""
+        absent = self._absent.pop(info.name, None)
+        if absent is None:
+            return
+        before = absent[2]
+        if before is not None and _new_id(before, info):
+            log.info("upstream topic %s came back re-created (new topic id)", info.name)
+            self.server.delete_topic_offsets(info.name)
+        else:
+            log.info("upstream topic %s is back; its offsets were kept", info.name)
 
     def topics_deleted(self, names: Iterable[str]) -> None:
         """A DeleteTopics passed through and the upstream deleted `names`: certain at once."""
         for name in names:
             if name in self.topics:
                 self._forget(name)
+            elif self._absent.pop(name, None) is not None:
+                self.server.delete_topic_offsets(name)
 
-    def _forget(self, name: str) -> None:
+    def absent_since_start(self) -> None:
+        """Topics with committed offsets that the log's catalog no longer lists (absent when
+        groupcoord stopped): their deletion was not certain then, and is judged again."""
+        now = asyncio.get_running_loop().time()
+        for name in self.server.core.offset_topics() - self.topics.keys():
+            self._absent.setdefault(name, (now, 0, None))
+
+    def _drop(self, name: str) -> None:
         del self.topics[name]
-        self._absent.pop(name, None)
         for key in [k for k in self.leaders if k[0] == name]:
             del self.leaders[key]
+
+    def _forget(self, name: str) -> None:
+        self._drop(name)
+        self._absent.pop(name, None)
         self._topic_changed(name, None)
 
     def _topic_changed(self, name: str, info: TopicInfo | None) -> None:
@@ -436,6 +470,10 @@ class Sidecar:
         data, response = rewrite.rewrite_metadata(version, frame, self.local_address)
         self.observe_metadata(response, full=False)
         return data
+
+
+def _new_id(before: TopicInfo, now: TopicInfo) -> bool:
+    return bool(before.topic_id.int) and bool(now.topic_id.int) and before.topic_id != now.topic_id
 
 
 class _Slot:

@@ -474,3 +474,28 @@ def test_malformed_subscriptions_are_unknown_as_in_kafka() -> None:
     assert parse_subscription_topics(struct.pack(">hih", 0, 1, -1)) is None  # null topic name
     # Any negative user data length is null to Kafka's generated reader: still parseable.
     assert parse_subscription_topics(struct.pack(">hii", 0, 0, -5)) == []
+
+
+def test_an_uncertain_deletion_keeps_the_offsets_until_it_is_certain() -> None:
+    """A sidecar's upstream stopped listing a topic (issue 24): the catalog and the groups see it
+    gone, but no offset is deleted; `delete_topic_offsets` deletes them once it is certain, and a
+    topic back under its own id has them all."""
+    h = Harness()
+    info = h.catalog.get("orders")
+    assert info is not None
+    h.commit("g", {("orders", 0): 5, ("orders", 1): 6})
+    h.commit("other", {("orders", 3): 9, ("payments", 0): 1})
+    h.absorb(h.core.topic_changed("orders", None, h.now, keep_offsets=True))
+    assert "orders" not in h.catalog
+    assert not [r for r in h.records if isinstance(r.key, OffsetCommitKey) and r.value is None]
+    assert h.core.offset_topics() == {"orders", "payments"}
+    change(h, "orders", info)  # back under its own id: nothing was lost
+    assert h.core.committed_offsets("g").keys() == {("orders", 0), ("orders", 1)}
+    h.absorb(h.core.topic_changed("orders", None, h.now, keep_offsets=True))
+    h.absorb(h.core.delete_topic_offsets("orders"))  # now certain
+    assert sorted(h.events_of(OffsetsDeleted), key=lambda e: e.group_id) == [
+        OffsetsDeleted("g", 2),
+        OffsetsDeleted("other", 1),
+    ]
+    assert h.core.offset_topics() == {"payments"}
+    assert h.core.committed_offsets("g") == {}

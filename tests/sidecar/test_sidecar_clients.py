@@ -143,9 +143,11 @@ async def test_partitions_added_upstream_rebalance_the_group_through_the_sidecar
     await delete_topic(tansu.bootstrap, topic)
     await create_topic(tansu.bootstrap, topic, 4)
 
-    def rebalanced() -> bool:
+    def rebalanced() -> bool:  # completed (synced), not only past its join phase
         view = group_view(stack, group)
-        return view is not None and view["generation_id"] > generation
+        return view is not None and any(
+            r["generation_id"] > generation for r in view["rebalances"]
+        )
 
     await rc.wait_until(rebalanced, 30, "the group to rebalance", interval=0.05,
                         explain=stack.explain)
