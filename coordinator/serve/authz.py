@@ -78,6 +78,9 @@ class Plan(NamedTuple):
     error: ErrorCode | None = None
 
 
+Handler = Callable[[RequestHeader, Any, May], Plan]
+
+
 def _nested(response: Any, *names: str) -> type:
     module = sys.modules[type(response).__module__]
     for name in names:
@@ -120,31 +123,38 @@ def _split(items: Any, allowed: Callable[[Any], bool]) -> tuple[tuple[Any, ...],
 # -- offsets ---------------------------------------------------------------------------------------
 
 
-def _offset_commit(header: RequestHeader, request: Any, may: May) -> Plan:
-    if not may(READ, GROUP, request.group_id):
-        return _group_denied()
-    kept, denied = _split(request.topics, lambda t: may(READ, TOPIC, t.name))
-    if not denied:
-        return Plan(request)
+def _group_and_topics(group_operation: Operation, prefix: str) -> Handler:
+    """OffsetCommit (GROUP READ) and OffsetDelete (GROUP DELETE): the group first, then TOPIC
+    READ per topic, whose denied partitions come back in the response's `<prefix>Topic`s."""
 
-    def amend(response: Any) -> Any:
-        topic_cls = _nested(response, "OffsetCommitResponseTopic")
-        partition_cls = _nested(response, "OffsetCommitResponsePartition")
-        extra = tuple(
-            topic_cls(
-                name=t.name,
-                partitions=tuple(
-                    partition_cls(
-                        partition_index=p.partition_index, error_code=E.topic_authorization_failed
-                    )
-                    for p in t.partitions
-                ),
+    def handler(header: RequestHeader, request: Any, may: May) -> Plan:
+        if not may(group_operation, GROUP, request.group_id):
+            return _group_denied()
+        kept, denied = _split(request.topics, lambda t: may(READ, TOPIC, t.name))
+        if not denied:
+            return Plan(request)
+
+        def amend(response: Any) -> Any:
+            topic_cls = _nested(response, f"{prefix}Topic")
+            partition_cls = _nested(response, f"{prefix}Partition")
+            extra = tuple(
+                topic_cls(
+                    name=t.name,
+                    partitions=tuple(
+                        partition_cls(
+                            partition_index=p.partition_index,
+                            error_code=E.topic_authorization_failed,
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in denied
             )
-            for t in denied
-        )
-        return replace(response, topics=(*response.topics, *extra))
+            return replace(response, topics=(*response.topics, *extra))
 
-    return Plan(replace(request, topics=kept), amend)
+        return Plan(replace(request, topics=kept), amend)
+
+    return handler
 
 
 def _fetched_partition(cls: type, index: int) -> Any:
@@ -231,33 +241,6 @@ def _offset_fetch_groups(request: Any, may: May) -> Plan:
         return replace(response, groups=tuple(groups))
 
     return Plan(replace(request, groups=tuple(filtered)), amend)
-
-
-def _offset_delete(header: RequestHeader, request: Any, may: May) -> Plan:
-    if not may(DELETE, GROUP, request.group_id):
-        return _group_denied()
-    kept, denied = _split(request.topics, lambda t: may(READ, TOPIC, t.name))
-    if not denied:
-        return Plan(request)
-
-    def amend(response: Any) -> Any:
-        topic_cls = _nested(response, "OffsetDeleteResponseTopic")
-        partition_cls = _nested(response, "OffsetDeleteResponsePartition")
-        extra = tuple(
-            topic_cls(
-                name=t.name,
-                partitions=tuple(
-                    partition_cls(
-                        partition_index=p.partition_index, error_code=E.topic_authorization_failed
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in denied
-        )
-        return replace(response, topics=(*response.topics, *extra))
-
-    return Plan(replace(request, topics=kept), amend)
 
 
 # -- groups ----------------------------------------------------------------------------------------
@@ -391,7 +374,7 @@ def _per_partition(
     cls_names: tuple[str, str],
     partitions: tuple[str, str, str, str],
     partition_fields: dict[str, Any],
-) -> Callable[[RequestHeader, Any, May], Plan]:
+) -> Handler:
     """A request over topics and partitions whose denied topics answer per partition.
     `cls_names`: the response's topic and partition classes; `partitions`: the request's
     partitions field and partition index field, then the response's."""
@@ -436,7 +419,7 @@ def _per_partition(
 
 def _topic_admin(
     operation: Operation, topics_field: str, response_field: str, result_cls_name: str
-) -> Callable[[RequestHeader, Any, May], Plan]:
+) -> Handler:
     def handler(header: RequestHeader, request: Any, may: May) -> Plan:
         cluster = operation is Operation.CREATE and may(Operation.CREATE, CLUSTER, CLUSTER_NAME)
         field = topics_field if hasattr(request, topics_field) else "topics"  # DeleteTopics v6
@@ -483,10 +466,10 @@ _NO_DATA = {
     "records": None,
 }
 
-_HANDLERS: dict[int, Callable[[RequestHeader, Any, May], Plan]] = {
-    apis.OFFSET_COMMIT: _offset_commit,
+_HANDLERS: dict[int, Handler] = {
+    apis.OFFSET_COMMIT: _group_and_topics(READ, "OffsetCommitResponse"),
     apis.OFFSET_FETCH: _offset_fetch,
-    apis.OFFSET_DELETE: _offset_delete,
+    apis.OFFSET_DELETE: _group_and_topics(DELETE, "OffsetDeleteResponse"),
     apis.DESCRIBE_GROUPS: _describe_groups,
     apis.LIST_GROUPS: _list_groups,
     apis.DELETE_GROUPS: _delete_groups,

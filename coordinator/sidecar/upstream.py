@@ -337,8 +337,9 @@ class Broker:
                 raise
         return link
 
-    async def _call(self, link: Link, entity: Any) -> Any:
-        """One request of ours on `link`, awaited and decoded (SASL on a fresh link)."""
+    def _send(self, link: Link, entity: Any) -> asyncio.Future[bytes | None]:
+        """Write one request of ours on `link`: its framed response, or None if the link fails
+        (not counted as forwarded traffic)."""
         self._control_seq = (self._control_seq + 1) & 0x7FFFFFFF
         correlation_id = self._control_seq
         future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
@@ -349,7 +350,11 @@ class Broker:
 
         link.expect(correlation_id, done)
         link.write(rewrite.encode_request(entity, correlation_id, CLIENT_ID))
-        frame = await future
+        return future
+
+    async def _call(self, link: Link, entity: Any) -> Any:
+        """One request of ours on `link`, awaited and decoded (SASL on a fresh link)."""
+        frame = await self._send(link, entity)
         if frame is None:
             raise OSError("connection lost during SASL authentication")
         cls = type(entity)
@@ -384,16 +389,7 @@ class Broker:
             link = self._control
             if link is None or link.closed:
                 link = self._control = await self.connect()
-        self._control_seq = (self._control_seq + 1) & 0x7FFFFFFF
-        correlation_id = self._control_seq
-        future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
-
-        def done(frame: bytes | None) -> None:
-            if not future.done():
-                future.set_result(frame)
-
-        link.expect(correlation_id, done)  # the sidecar's own: not counted as forwarded
-        link.write(rewrite.encode_request(entity, correlation_id, CLIENT_ID))
+        future = self._send(link, entity)
         try:
             frame = await asyncio.wait_for(future, CONTROL_TIMEOUT_S)
         except TimeoutError:
