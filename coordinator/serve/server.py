@@ -705,9 +705,7 @@ class Server:
 
         runtime.apply_then(Effects(records=outcome.records), done, failed)
 
-    def topic_changed(
-        self, name: str, info: TopicInfo | None, keep_offsets: bool = False
-    ) -> None:
+    def topic_changed(self, name: str, info: TopicInfo | None, keep_offsets: bool = False) -> None:
         """Topic `name` now looks like `info` (None: deleted), whatever told us (the sidecar's
         upstream metadata, an operator): updates the catalog and persists it through the core and
         the runtime; groups reading it rebalance if its hash changed (core.topic_watch).
