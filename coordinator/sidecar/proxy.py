@@ -13,7 +13,7 @@ locally like everywhere else.
 
 Invariants:
 - Per client connection, responses leave in request order, whether they were answered locally or
-  upstream (`_Slot` queue). Forwarded requests are pipelined: each is written upstream as soon as
+  upstream (`Slot` queue). Forwarded requests are pipelined: each is written upstream as soon as
   it is read, on the upstream link the client connection holds, so a producer's in-flight requests
   stay in flight.
 - Only request headers are parsed, plus Produce's acks (acks=0 has no response); only the responses
@@ -48,6 +48,7 @@ from coordinator.serve.listener import Listening, start_listener
 from coordinator.serve.server import CLOSE_TIMEOUT_S, Connection, Server
 from coordinator.sidecar import refresh as sidecar_signal
 from coordinator.sidecar import rewrite
+from coordinator.sidecar.cluster_view import ClusterView
 from coordinator.sidecar.forward import PeerLinks, Router
 from coordinator.sidecar.placement import Locator
 from coordinator.sidecar.rewrite import (
@@ -66,6 +67,7 @@ from coordinator.sidecar.rewrite import (
     RewriteError,
     Sink,
 )
+from coordinator.sidecar.slots import STREAMING, LocalReply, Rewritten, Slot
 from coordinator.sidecar.traffic import UpstreamCollector
 from coordinator.sidecar.upstream import Link, Upstreams, UpstreamUnavailable
 from coordinator.sidecar.upstream_clients import (
@@ -85,7 +87,6 @@ MAX_PENDING_REQUESTS: Final = 512  # per client connection; reading pauses beyon
 REQUEST_PEEK_BYTES: Final = 512  # read of a large request before streaming it (header, acks)
 _SIGNALLED: Final = frozenset({rewrite.FETCH, rewrite.LIST_OFFSETS})
 _SASL: Final = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
-_STREAMING: Final = b"(streaming)"  # a _Slot's data while its response streams through
 # Requests answered here, or whose answers are rewritten: always handled as whole frames.
 _WHOLE: Final = (
     apis.GROUP_APIS
@@ -136,15 +137,8 @@ class Sidecar:
         self.options = options
         self.upstreams = Upstreams(options.upstream, options.security)
         self.local_ports: dict[int, int] = {}
-        self.topics: dict[str, TopicInfo] = {}
-        self.leaders: dict[tuple[str, int], int] = {}
-        # Topics absent from complete refreshes, their offsets kept: name -> (first seen absent
-        # on the loop's clock, answers lacking it since, the topic as it was; see
-        # observe_metadata).
-        self._absent: dict[str, tuple[float, int, TopicInfo | None]] = {}
-        # The upstream as the refreshes saw it: None until the first answer, then True/False.
-        self.upstream_answered: bool | None = None
-        self.upstream_error = "no answer yet"
+        # Topics, leaders, and whether the upstream answers (coordinator.sidecar.cluster_view).
+        self.view = ClusterView(server, options.topic_delete_after_ms, self.refresh_soon)
         self._servers: list[Listening] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._refresh_now = asyncio.Event()
@@ -157,7 +151,6 @@ class Sidecar:
         server.protocol_factory = lambda: SidecarConnection(self, None)
         server.ready_check = self.readiness  # a fleet (coordinator.sidecar.fleet) wraps it
         server.upstream_status = self.upstream_status
-        self.refreshes = 0  # complete metadata refreshes answered
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -170,8 +163,7 @@ class Sidecar:
             ",".join(f"{b.host}:{b.port}" for b in self.upstreams.bootstrap),
         )
         # The topics the log restored: a topic deleted upstream meanwhile is noticed as gone.
-        self.topics = {t.name: t for t in self.server.catalog}
-        self.absent_since_start()
+        self.view.restore(self.server.catalog)
         try:
             await self.refresh()
         except (UpstreamUnavailable, RewriteError) as exc:
@@ -242,151 +234,42 @@ class Sidecar:
         """Read the whole cluster's metadata from any upstream broker."""
         _, frame = await self.upstreams.request_any(_REFRESH_REQUEST)
         self.observe_metadata(rewrite.decode_response(METADATA, 12, frame), full=True)
-        self.refreshes += 1
-        self.upstream_answered = True
-        self.upstream_error = ""
+        self.view.refreshed()
 
     def _refresh_failed(self, exc: Exception) -> None:
-        self.upstream_answered = False
-        self.upstream_error = str(exc) or type(exc).__name__
+        self.view.refresh_failed(exc)
 
     def readiness(self) -> tuple[bool, str]:
-        """Ready once the upstream answered a metadata refresh, and unready while it does not
-        (`/readyz`: a sidecar whose upstream is unreachable would hand its application a stream
-        of disconnects)."""
-        if self.upstream_answered is None:
-            return False, f"upstream: {self.upstream_error}"
-        if not self.upstream_answered:
-            return False, f"upstream unreachable: {self.upstream_error}"
-        return True, "ready"
+        return self.view.readiness()
 
     def upstream_status(self) -> dict[str, Any]:
-        """The upstream as the status page and /groups show it."""
+        """The upstream as the status page and /upstream show it."""
         return {
             "bootstrap": ",".join(f"{b.host}:{b.port}" for b in self.upstreams.bootstrap),
-            "state": {None: "not answered yet", True: "reachable", False: "unreachable"}[
-                self.upstream_answered
-            ],
-            "error": self.upstream_error,
-            "refreshes": self.refreshes,
             "brokers": len(self.upstreams.brokers),
-            "topics": len(self.topics),
-            "topics_absent": sorted(self._absent),
+            **self.view.status(),
         }
 
     def observe_metadata(self, response: Any, full: bool) -> None:
-        """Learn brokers and topics from a Metadata answer; tell the server about changed topics.
-
-        A topic absent from a complete refresh (`full`: all topics, naming at least one broker)
-        is gone for the clients and the groups at once (the catalog drops it; Fetch answers
-        UNKNOWN_TOPIC_OR_PARTITION; its readers rebalance), but its committed offsets are
-        deleted only when the deletion is certain (Kafka deletes them with the topic): when a
-        DeleteTopics for it passes through (`topics_deleted`), when it comes back under a new
-        topic id, or when it has stayed absent from every complete refresh for
-        `topic_delete_after_ms` and from at least two of them. A failed refresh proves nothing
-        and resets nothing. An upstream restarted empty, or answering before its topics are
-        loaded, so costs a rebalance but no offsets, unless it stays so for the whole delay; a
-        topic back under its own id keeps them. A client's answer saying a known topic does not
-        exist, or showing a partition count we do not have (Metadata < v10 carries no topic
-        id), only brings the next refresh forward."""
+        """Learn brokers and topics from a Metadata answer (the topics: ClusterView.observe)."""
         for node_id in self.upstreams.update(rewrite.metadata_brokers(response)):
             self.local_address(node_id)  # listen before any client is told about the broker
-        infos, missing, leaders = rewrite.topic_infos(response)
-        self.leaders.update(leaders)
-        for info in infos:
-            self._came_back(info)
-            cached = self.topics.get(info.name)
-            if cached == info:
-                continue
-            if cached is not None and _new_id(cached, info):
-                log.info("upstream topic %s was re-created (new topic id)", info.name)
-                self._forget(info.name)  # the old topic's offsets go, as with Kafka
-            self.topics[info.name] = info
-            self._topic_changed(info.name, info)
-        if not full:
-            for topic in response.topics:
-                cached = self.topics.get(topic.name)
-                if cached is not None and (
-                    topic.name in missing
-                    or (topic.error_code == 0 and len(topic.partitions) != cached.partitions)
-                ):
-                    self.refresh_soon()
-            return
-        if not response.brokers:
-            return  # partial: no cluster answers all its topics without naming a broker
-        present = {t.name for t in response.topics if t.name not in missing}
-        now = asyncio.get_running_loop().time()
-        for name in self.topics.keys() - present:  # newly absent: gone, offsets kept
-            gone = self.topics[name]
-            log.info(
-                "upstream topic %s absent: gone for clients and groups; its offsets are "
-                "deleted if it stays absent %.0f s",
-                name,
-                self.options.topic_delete_after_ms / 1000,
-            )
-            self._drop(name)
-            self._absent[name] = (now, 0, gone)
-            self.server.topic_changed(name, None, keep_offsets=True)
-        for name in [n for n in self._absent if n not in present]:
-            first, answers, was = self._absent[name]
-            answers += 1
-            self._absent[name] = (first, answers, was)
-            elapsed = now - first
-            if answers >= 2 and elapsed * 1000 >= self.options.topic_delete_after_ms:
-                log.info(
-                    "upstream topic %s absent from %d refreshes over %.0f s: deleting its offsets",
-                    name,
-                    answers,
-                    elapsed,
-                )
-                del self._absent[name]
-                self.server.delete_topic_offsets(name)
-
-    def _came_back(self, info: TopicInfo) -> None:
-        """A topic absent from earlier refreshes is listed again: under a new id its offsets go
-        (the old topic was deleted); under its own, they stay."""
-        absent = self._absent.pop(info.name, None)
-        if absent is None:
-            return
-        before = absent[2]
-        if before is not None and _new_id(before, info):
-            log.info("upstream topic %s came back re-created (new topic id)", info.name)
-            self.server.delete_topic_offsets(info.name)
-        else:
-            log.info("upstream topic %s is back; its offsets were kept", info.name)
+        self.view.observe(response, full)
 
     def topics_deleted(self, names: Iterable[str]) -> None:
-        """A DeleteTopics passed through and the upstream deleted `names`: certain at once."""
-        for name in names:
-            if name in self.topics:
-                self._forget(name)
-            elif self._absent.pop(name, None) is not None:
-                self.server.delete_topic_offsets(name)
+        self.view.topics_deleted(names)
 
-    def absent_since_start(self) -> None:
-        """Topics with committed offsets that the log's catalog no longer lists (absent when
-        groupcoord stopped): their deletion was not certain then, and is judged again."""
-        now = asyncio.get_running_loop().time()
-        for name in self.server.core.offset_topics() - self.topics.keys():
-            self._absent.setdefault(name, (now, 0, None))
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        return self.view.topics
 
-    def _drop(self, name: str) -> None:
-        del self.topics[name]
-        for key in [k for k in self.leaders if k[0] == name]:
-            del self.leaders[key]
+    @property
+    def leaders(self) -> dict[tuple[str, int], int]:
+        return self.view.leaders
 
-    def _forget(self, name: str) -> None:
-        self._drop(name)
-        self._absent.pop(name, None)
-        self._topic_changed(name, None)
-
-    def _topic_changed(self, name: str, info: TopicInfo | None) -> None:
-        log.info(
-            "upstream topic %s %s",
-            name,
-            "gone" if info is None else f"has {info.partitions} partitions ({info.topic_id})",
-        )
-        self.server.topic_changed(name, info)
+    @property
+    def upstream_answered(self) -> bool | None:
+        return self.view.answered
 
     # -- listeners -------------------------------------------------------------------------------
 
@@ -472,91 +355,6 @@ class Sidecar:
         return data
 
 
-def _new_id(before: TopicInfo, now: TopicInfo) -> bool:
-    return bool(before.topic_id.int) and bool(now.topic_id.int) and before.topic_id != now.topic_id
-
-
-class _Slot:
-    """One request's place in its connection's response order; called with the upstream's framed
-    response (None: the upstream failed). A Sink too: when it is first in line, a large upstream
-    response streams through it to the client (`begin`, `write`..., `end`)."""
-
-    __slots__ = ("conn", "data")
-
-    def __init__(self, conn: SidecarConnection) -> None:
-        self.conn = conn
-        self.data: bytes | None = None
-
-    def __call__(self, frame: bytes | None) -> None:
-        if frame is None:
-            self.conn.upstream_failed()
-        else:
-            self.conn.complete(self, frame)
-
-    def begin(self) -> _Slot | None:
-        conn = self.conn
-        if conn.closed or not conn.first_in_line(self):
-            return None  # an earlier response is still to be sent: collect this one
-        self.data = _STREAMING
-        return self
-
-    def write(self, piece: bytes) -> None:
-        self.conn.write(piece)
-
-    def end(self) -> None:
-        self.conn.complete(self, b"")
-
-
-class _Rewritten(_Slot):
-    __slots__ = ("rewrite",)
-
-    def __init__(self, conn: SidecarConnection, rewrite: Callable[[bytes], bytes]) -> None:
-        super().__init__(conn)
-        self.rewrite = rewrite
-
-    def begin(self) -> _Slot | None:
-        return None  # rewritten answers are decoded whole
-
-    def __call__(self, frame: bytes | None) -> None:
-        if frame is None:
-            self.conn.upstream_failed()
-            return
-        try:
-            data = self.rewrite(frame)
-        except RewriteError as exc:
-            log.warning("cannot rewrite an upstream response: %s", exc)
-            self.conn.drop("undecodable upstream response")
-            return
-        self.conn.complete(self, data)
-
-
-class _LocalReply:
-    """Stands in for a `Connection` in `Server.dispatch`, for one locally answered request: its
-    response fills the request's slot."""
-
-    __slots__ = ("_conn", "_slot", "client_host", "fetch_timer", "peer")
-
-    def __init__(self, conn: SidecarConnection, slot: _Slot) -> None:
-        self._conn = conn
-        self._slot = slot
-        self.client_host = conn.client_host
-        self.peer = conn.peer
-        self.fetch_timer: asyncio.TimerHandle | None = None
-
-    def send(self, data: bytes) -> None:
-        self._conn.complete(self._slot, data)
-
-    def abort(self, reason: str, *, quiet: bool = False) -> None:
-        self._conn.abort(reason, quiet=quiet)
-
-    def close(self) -> None:
-        self._conn.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._conn.closed
-
-
 class SidecarConnection(asyncio.Protocol):
     """A client connection on a sidecar listener; `node_id` None is the bootstrap listener.
     `peer`: a connection on the fleet listener, from another member forwarding group requests
@@ -574,9 +372,9 @@ class SidecarConnection(asyncio.Protocol):
             rewrite.MIN_REQUEST_BYTES,
             REQUEST_PEEK_BYTES,
         )
-        self._slots: deque[_Slot] = deque()
+        self._slots: deque[Slot] = deque()
         self._link: Link | None = None
-        self._queued: list[tuple[bytes, int, _Slot | None]] | None = None
+        self._queued: list[tuple[bytes, int, Slot | None]] | None = None
         self._transport: asyncio.Transport | None = None
         self._closed = False
         self._paused = 0
@@ -653,7 +451,7 @@ class SidecarConnection(asyncio.Protocol):
                 acks = rewrite.produce_acks(data[pos : pos + REQUEST_PEEK_BYTES], version)
             except Exception:  # its header is longer than the peek: take it whole
                 return None
-        slot = _Slot(self)
+        slot = Slot(self)
         self._slots.append(slot)
         if acks == 0:  # no response will come (see _handle)
             link.expect(correlation_id, None, api_key, total)
@@ -667,11 +465,11 @@ class SidecarConnection(asyncio.Protocol):
             return
         _, api_key, version, correlation_id = REQUEST_START.unpack_from(frame)
         if api_key in apis.GROUP_APIS:
-            slot = _Slot(self)
+            slot = Slot(self)
             self._slots.append(slot)
             locator = self._sidecar.locator
             if locator is None:
-                reply = cast(Connection, _LocalReply(self, slot))  # dispatch: send/abort/closed
+                reply = cast(Connection, LocalReply(self, slot))  # dispatch: send/abort/closed
                 self._sidecar.server.dispatch(reply, frame[4:])
             else:
                 self._group_router().route(frame, locator, lambda data: self.complete(slot, data))
@@ -694,7 +492,7 @@ class SidecarConnection(asyncio.Protocol):
         elif api_key in _SIGNALLED and sidecar_signal.armed(self._sidecar.server):
             self._signalled(frame, api_key, correlation_id)
         elif api_key == PRODUCE and self._acks(frame, version) == 0:
-            slot = _Slot(self)
+            slot = Slot(self)
             self._slots.append(slot)
             self._forward(frame, correlation_id, None)  # acks=0: no response will come
             self.complete(slot, b"")
@@ -704,7 +502,7 @@ class SidecarConnection(asyncio.Protocol):
         else:
             if api_key in _SASL:
                 self._authenticated = True  # its upstream link must not serve another client
-            slot = _Slot(self)
+            slot = Slot(self)
             self._slots.append(slot)
             self._forward(frame, correlation_id, slot)
 
@@ -719,7 +517,7 @@ class SidecarConnection(asyncio.Protocol):
     def _signalled(self, frame: bytes, api_key: int, correlation_id: int) -> None:
         """Fetch/ListOffsets while a topic change is being signalled (coordinator.sidecar.refresh):
         answered here when its client must re-read a changed topic's metadata."""
-        slot = _Slot(self)
+        slot = Slot(self)
         self._slots.append(slot)
         data = sidecar_signal.local_answer(self._sidecar.server, self, frame)
         if data is not None:
@@ -727,8 +525,8 @@ class SidecarConnection(asyncio.Protocol):
         else:
             self._forward(frame, correlation_id, slot)
 
-    def _rewritten(self, rewrite_fn: Callable[[bytes], bytes]) -> _Slot:
-        slot = _Rewritten(self, rewrite_fn)
+    def _rewritten(self, rewrite_fn: Callable[[bytes], bytes]) -> Slot:
+        slot = Rewritten(self, rewrite_fn)
         self._slots.append(slot)
         return slot
 
@@ -768,7 +566,7 @@ class SidecarConnection(asyncio.Protocol):
         except Exception:  # truncated: forward it and let the upstream answer
             return -1
 
-    def _answered_here(self, slot: _Slot, data: bytes, api_key: int, t0: int) -> None:
+    def _answered_here(self, slot: Slot, data: bytes, api_key: int, t0: int) -> None:
         """`complete`, counted in groupcoord_requests_total as the server counts its answers."""
         self.complete(slot, data)
         stats = self._sidecar.server.stats
@@ -776,7 +574,7 @@ class SidecarConnection(asyncio.Protocol):
             stats.done(api_key, 0, t0)
 
     def _api_versions(self, frame: bytes) -> None:
-        slot = _Slot(self)
+        slot = Slot(self)
         self._slots.append(slot)
         stats = self._sidecar.server.stats
         t0 = stats.clock() if stats is not None else 0
@@ -821,7 +619,7 @@ class SidecarConnection(asyncio.Protocol):
                 self._rewritten(lambda f: rewrite.rewrite_find_coordinator(version, f, local)),
             )
             return
-        slot = _Slot(self)
+        slot = Slot(self)
         self._slots.append(slot)
         stats = self._sidecar.server.stats
         t0 = stats.clock() if stats is not None else 0
@@ -831,7 +629,7 @@ class SidecarConnection(asyncio.Protocol):
 
     # -- forwarding ------------------------------------------------------------------------------
 
-    def _forward(self, frame: bytes, correlation_id: int, slot: _Slot | None) -> None:
+    def _forward(self, frame: bytes, correlation_id: int, slot: Slot | None) -> None:
         link = self._link
         if link is not None:
             link.send(frame, correlation_id, slot)
@@ -884,14 +682,14 @@ class SidecarConnection(asyncio.Protocol):
 
     # -- responses -------------------------------------------------------------------------------
 
-    def first_in_line(self, slot: _Slot) -> bool:
+    def first_in_line(self, slot: Slot) -> bool:
         return bool(self._slots) and self._slots[0] is slot
 
     def write(self, data: bytes) -> None:
         if not self._closed and self._transport is not None:
             self._transport.write(data)
 
-    def complete(self, slot: _Slot, data: bytes) -> None:
+    def complete(self, slot: Slot, data: bytes) -> None:
         """`slot`'s response is ready: send every response now at the head of the order."""
         if self._closed:
             return
@@ -903,7 +701,7 @@ class SidecarConnection(asyncio.Protocol):
         write = self._transport.write
         while slots:
             ready = slots[0].data
-            if ready is None or ready is _STREAMING:
+            if ready is None or ready is STREAMING:
                 break
             slots.popleft()
             if ready:
