@@ -15,7 +15,14 @@ from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitio
 from aiokafka.errors import KafkaError
 from aiokafka.helpers import create_ssl_context
 
-from tests.clients.common import emit, parse_args, pending, sorted_ints, watch_stdin
+from tests.clients.common import (
+    emit,
+    parse_args,
+    pending,
+    python_client_security,
+    sorted_ints,
+    watch_stdin,
+)
 
 ASSIGNORS = {
     "range": RangePartitionAssignor,
@@ -36,11 +43,7 @@ def security_kwargs(security: dict[str, Any]) -> dict[str, Any]:
     """--security as AIOKafkaConsumer's arguments (TLS through an ssl.SSLContext)."""
     if not security:
         return {}
-    out: dict[str, Any] = {"security_protocol": security.get("protocol", "PLAINTEXT")}
-    if "mechanism" in security:
-        out.update(sasl_mechanism=security["mechanism"],
-                   sasl_plain_username=security.get("username"),
-                   sasl_plain_password=security.get("password"))
+    out = python_client_security(security)
     if out["security_protocol"] in ("SSL", "SASL_SSL"):
         out["ssl_context"] = create_ssl_context(cafile=security.get("cafile"),
                                                 certfile=security.get("certfile"),

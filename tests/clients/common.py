@@ -38,6 +38,7 @@ import queue
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from typing import Any
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -108,3 +109,14 @@ def pending(commits: queue.SimpleQueue[int]) -> list[int]:
             out.append(commits.get_nowait())
         except queue.Empty:
             return out
+
+
+def python_client_security(security: dict[str, Any]) -> dict[str, Any]:
+    """--security as the arguments kafka-python and aiokafka share (their TLS differs: each
+    driver adds it)."""
+    out: dict[str, Any] = {"security_protocol": security.get("protocol", "PLAINTEXT")}
+    if "mechanism" in security:
+        out.update(sasl_mechanism=security["mechanism"],
+                   sasl_plain_username=security.get("username"),
+                   sasl_plain_password=security.get("password"))
+    return out

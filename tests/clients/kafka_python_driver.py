@@ -15,7 +15,14 @@ from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAs
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from tests.clients.common import emit, parse_args, pending, sorted_ints, watch_stdin
+from tests.clients.common import (
+    emit,
+    parse_args,
+    pending,
+    python_client_security,
+    sorted_ints,
+    watch_stdin,
+)
 
 ASSIGNORS = {
     "range": RangePartitionAssignor,
@@ -34,11 +41,7 @@ def security_kwargs(security: dict[str, Any]) -> dict[str, Any]:
     """--security as KafkaConsumer's arguments."""
     if not security:
         return {}
-    out: dict[str, Any] = {"security_protocol": security.get("protocol", "PLAINTEXT")}
-    if "mechanism" in security:
-        out.update(sasl_mechanism=security["mechanism"],
-                   sasl_plain_username=security.get("username"),
-                   sasl_plain_password=security.get("password"))
+    out = python_client_security(security)
     for key in ("cafile", "certfile", "keyfile"):
         if key in security:
             out[f"ssl_{key}"] = security[key]

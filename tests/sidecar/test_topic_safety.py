@@ -16,6 +16,7 @@ from tests.support import realclients as rc
 from tests.support.sidecar_util import (
     Sidecar,
     Stack,
+    Tansu,
     commit,
     create_topic,
     delete_topic,
@@ -35,6 +36,27 @@ def status_page(sidecar: Sidecar) -> str:
     url = f"http://127.0.0.1:{sidecar.metrics_port}/"
     with urllib.request.urlopen(url, timeout=5) as response:
         return html.unescape(response.read().decode())
+
+
+async def committed_topic(
+    stack: Stack, *flags: str, via_sidecar: bool = False
+) -> tuple[Tansu, Sidecar]:
+    """tansu and a sidecar (with `flags`) in front of it, the topic created (through the sidecar
+    or straight on tansu) and seen by the sidecar, and OFFSETS committed for every group."""
+    tansu = stack.tansu()
+    sidecar = stack.sidecar(tansu.bootstrap, *flags)
+    await create_topic(sidecar.bootstrap if via_sidecar else tansu.bootstrap, TOPIC, PARTITIONS)
+    await rc.wait_until(lambda: TOPIC in sidecar.log(), 10, "the sidecar to see the topic")
+    for group in GROUPS:
+        assert await commit(sidecar.port, group, TOPIC, OFFSETS) == 0
+    return tansu, sidecar
+
+
+async def offsets_gone(port: int) -> bool:
+    """Every group's offsets of the topic deleted (OffsetFetch answers -1)."""
+    return await committed_everywhere(port) == dict.fromkeys(
+        GROUPS, dict.fromkeys(range(PARTITIONS), -1)
+    )
 
 
 async def committed_everywhere(port: int) -> dict[str, dict[int, int] | int]:
@@ -75,33 +97,20 @@ async def test_an_upstream_restarted_empty_deletes_no_offsets(stack: Stack) -> N
 
 
 async def test_a_topic_deleted_through_the_sidecar_takes_its_offsets_at_once(stack: Stack) -> None:
-    tansu = stack.tansu()
-    sidecar = stack.sidecar(tansu.bootstrap)
-    await create_topic(sidecar.bootstrap, TOPIC, PARTITIONS)
-    await rc.wait_until(lambda: TOPIC in sidecar.log(), 10, "the sidecar to see the topic")
-    for group in GROUPS:
-        assert await commit(sidecar.port, group, TOPIC, OFFSETS) == 0
+    _, sidecar = await committed_topic(stack, via_sidecar=True)
 
     await delete_topic(sidecar.bootstrap, TOPIC)  # DeleteTopics passes through: certain
 
-    async def gone() -> bool:
-        return await committed_everywhere(sidecar.port) == dict.fromkeys(
-            GROUPS, dict.fromkeys(range(PARTITIONS), -1)
-        )
-
-    await rc.wait_until(gone, 10, "the offsets to be deleted with the topic")
+    await rc.wait_until(
+        lambda: offsets_gone(sidecar.port), 10, "the offsets to be deleted with the topic"
+    )
     assert "topic t5 deleted: 6 committed offsets of 2 groups deleted with it" in sidecar.log()
 
 
 async def test_a_topic_absent_upstream_for_the_whole_delay_takes_its_offsets(stack: Stack) -> None:
     """Deleted straight on the upstream (no DeleteTopics passes through): the topic goes once it
     has been absent from complete refreshes for --upstream-topic-delete-after-ms."""
-    tansu = stack.tansu()
-    sidecar = stack.sidecar(tansu.bootstrap, "--upstream-topic-delete-after-ms", "1500")
-    await create_topic(tansu.bootstrap, TOPIC, PARTITIONS)
-    await rc.wait_until(lambda: TOPIC in sidecar.log(), 10, "the sidecar to see the topic")
-    for group in GROUPS:
-        assert await commit(sidecar.port, group, TOPIC, OFFSETS) == 0
+    tansu, sidecar = await committed_topic(stack, "--upstream-topic-delete-after-ms", "1500")
 
     await delete_topic(tansu.bootstrap, TOPIC)
     await rc.wait_until(
@@ -109,12 +118,9 @@ async def test_a_topic_absent_upstream_for_the_whole_delay_takes_its_offsets(sta
     )
     assert await committed_everywhere(sidecar.port) == dict.fromkeys(GROUPS, OFFSETS)
 
-    async def gone() -> bool:
-        return await committed_everywhere(sidecar.port) == dict.fromkeys(
-            GROUPS, dict.fromkeys(range(PARTITIONS), -1)
-        )
-
-    await rc.wait_until(gone, 15, "the offsets to be deleted after the delay")
+    await rc.wait_until(
+        lambda: offsets_gone(sidecar.port), 15, "the offsets to be deleted after the delay"
+    )
     line = next(x for x in sidecar.log().splitlines() if "absent from" in x)
     seconds = float(line.split(" over ")[1].split(" s")[0])
     assert seconds >= 1.5, line
@@ -124,20 +130,12 @@ async def test_a_topic_absent_upstream_for_the_whole_delay_takes_its_offsets(sta
 async def test_a_topic_recreated_upstream_under_a_new_id_takes_its_offsets(stack: Stack) -> None:
     """A new topic id under a known name is a deletion and a creation (Metadata v10+ ids), as
     with Kafka: the old topic's offsets do not carry over to the new one."""
-    tansu = stack.tansu()
-    sidecar = stack.sidecar(tansu.bootstrap, "--upstream-topic-delete-after-ms", "600000")
-    await create_topic(tansu.bootstrap, TOPIC, PARTITIONS)
-    await rc.wait_until(lambda: TOPIC in sidecar.log(), 10, "the sidecar to see the topic")
-    for group in GROUPS:
-        assert await commit(sidecar.port, group, TOPIC, OFFSETS) == 0
+    tansu, sidecar = await committed_topic(stack, "--upstream-topic-delete-after-ms", "600000")
 
     await delete_topic(tansu.bootstrap, TOPIC)
     await create_topic(tansu.bootstrap, TOPIC, PARTITIONS)
 
-    async def gone() -> bool:
-        return await committed_everywhere(sidecar.port) == dict.fromkeys(
-            GROUPS, dict.fromkeys(range(PARTITIONS), -1)
-        )
-
-    await rc.wait_until(gone, 15, "the offsets to be deleted with the old topic")
+    await rc.wait_until(
+        lambda: offsets_gone(sidecar.port), 15, "the offsets to be deleted with the old topic"
+    )
     assert "re-created (new topic id)" in sidecar.log()
