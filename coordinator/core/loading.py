@@ -105,8 +105,7 @@ def load_groups(state: CoreState, records: list[Record], now_ms: int) -> Effects
         key = record.key
         if isinstance(key, TopicKey | AclKey | ScramCredentialKey):
             # A fleet learns topics from the upstream, not from the state partitions; security
-            # records are not kept in a fleet's state partitions (Server: the security APIs
-            # are not offered in a fleet).
+            # records live on the fleet's security topic (coordinator.sidecar.fleet_security).
             continue
         replay(state, record)
         # The value is never read (an ordered set): another value is an equivalent mutant.

@@ -328,19 +328,10 @@ def _upstream_sasl(s: Settings) -> None:
         )
 
 
-def _listener_security_standalone(s: Settings) -> None:
-    # (The sidecar's listeners and its forwarding of client sessions are not secured yet.)
-    if s.upstream and s.security_protocol != "PLAINTEXT":
-        raise s.error("security_protocol", "is PLAINTEXT only in sidecar mode (--upstream)")
-    if s.upstream and s.authorizer != "none":
-        raise s.error("authorizer", "is none only in sidecar mode (--upstream)")
-
-
 CROSS_CHECKS: list[Callable[[Settings], None]] = [
     _session_bounds,
     _tls_files,
     _upstream_sasl,
-    _listener_security_standalone,
 ]
 
 

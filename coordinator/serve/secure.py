@@ -106,6 +106,12 @@ def subject_principal(cert: dict[str, Any] | None) -> str | None:
     return "User:" + ",".join(parts)
 
 
+def tls_principal(transport: Any) -> str | None:
+    """The principal of a TLS connection's client certificate (mTLS), or None."""
+    ssl_object = transport.get_extra_info("ssl_object")
+    return None if ssl_object is None else subject_principal(ssl_object.getpeercert())
+
+
 def _escape(value: str) -> str:
     out = "".join("\\" + c if c in ',+"\\<>;' else c for c in value)
     if out.startswith(("#", " ")):
@@ -163,20 +169,28 @@ class Gate:
 
     # -- every request -----------------------------------------------------------------------------
 
+    def admit(self, conn: Any, api_key: int) -> bool:
+        """On a SASL listener, a request before authentication or after the session ran out
+        closes the connection (False); the sidecar calls this for the requests it forwards."""
+        if not self.options.sasl or api_key in _BEFORE_AUTH:
+            return True
+        if not conn.authenticated:
+            audit.info("closing %s: %s before SASL authentication", conn.peer, _api_name(api_key))
+            conn.abort(f"{_api_name(api_key)} before SASL authentication", quiet=True)
+            return False
+        expires = conn.session_expires
+        if expires is not None and time.monotonic() >= expires:
+            audit.info("closing %s (%s): its SASL session expired", conn.peer, conn.principal)
+            conn.abort("SASL session expired: re-authentication is required", quiet=True)
+            return False
+        return True
+
     def __call__(self, conn: Any, header: RequestHeader, request: Any, t0: int) -> Any:
         """The request to route (maybe without what the caller may not touch), or None: it was
         answered or the connection closed."""
         key = header.api_key
-        if self.options.sasl and key not in _BEFORE_AUTH:
-            if not conn.authenticated:
-                audit.info("closing %s: %s before SASL authentication", conn.peer, _api_name(key))
-                conn.abort(f"{_api_name(key)} before SASL authentication", quiet=True)
-                return None
-            expires = conn.session_expires
-            if expires is not None and time.monotonic() >= expires:
-                audit.info("closing %s (%s): its SASL session expired", conn.peer, conn.principal)
-                conn.abort("SASL session expired: re-authentication is required", quiet=True)
-                return None
+        if not self.admit(conn, key):
+            return None
         if not self.options.authorizer:
             return request
         authorizer = self.server.core.state.security.authorizer
@@ -352,11 +366,9 @@ def secure_connection_class(base: type[Any]) -> type[Any]:
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
-            ssl_object = transport.get_extra_info("ssl_object")
-            if ssl_object is not None:
-                principal = subject_principal(ssl_object.getpeercert())
-                if principal is not None:
-                    self.principal = principal
+            principal = tls_principal(transport)
+            if principal is not None:
+                self.principal = principal
 
         def amend_next(self, header: RequestHeader, amend: authz.Amend) -> None:
             self._amend = (header, amend)

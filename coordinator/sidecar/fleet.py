@@ -24,6 +24,10 @@ Design (README "Sidecar fleet"; issue 21):
   forwarded over internal connections to the owner's fleet listener (coordinator.sidecar.forward)
   by `locate` (coordinator.sidecar.placement).
 
+- Security: with a secured listener, the ACLs and SCRAM credentials are the whole fleet's, on a
+  topic of their own that every member follows (coordinator.sidecar.fleet_security), read to
+  its end before the member joins.
+
 Invariants:
 - A partition is in exactly one `Part.status`: unassigned, loading, serving, remote, fenced.
 - Only `serving` partitions have groups in the core and a writer in the journal.
@@ -52,7 +56,9 @@ from aiokafka.coordinator.protocol import (
 
 from coordinator.serve.addresses import parse_host_port
 from coordinator.serve.listener import Listening, start_listener
-from coordinator.sidecar.fleet_journal import FleetJournal, PartitionWriter
+from coordinator.sidecar.fleet_journal import SECURITY, FleetJournal, PartitionWriter
+from coordinator.sidecar.fleet_security import SecurityTopic
+from coordinator.sidecar.fleet_security import topic_name as security_topic_name
 from coordinator.sidecar.placement import LOADING, LOCAL, UNKNOWN, Placement, Where
 from coordinator.sidecar.state_topic import (
     Claim,
@@ -145,6 +151,16 @@ class Fleet:
             options.min_insync_replicas,
             lambda: client_options(options.bootstrap, options.security),
         )
+        # ACLs and credentials, when the listener is secured (coordinator.sidecar.fleet_security).
+        self.security: SecurityTopic | None = None
+        if server.gate is not None:
+            self.security = SecurityTopic(
+                server,
+                security_topic_name(options.state_topic),
+                options.replication_factor,
+                options.min_insync_replicas,
+                lambda: client_options(options.bootstrap, options.security),
+            )
         self.parts = [Part(p) for p in range(options.partitions)]
         self.address = ""  # host:port of our fleet listener, as peers reach it
         self.owner_map = OwnerMap()
@@ -214,6 +230,10 @@ class Fleet:
         while not self._stopping:
             try:
                 await self.topic.start()
+                if self.security is not None:  # before any client is judged: readiness
+                    assert self.topic.producer is not None
+                    await self.security.start(self.topic.producer)
+                    self.journal.security_writer(self.security.send)
                 self.journal.partitions = self.topic.partitions
                 if len(self.parts) != self.topic.partitions:
                     self.parts = [Part(p) for p in range(self.topic.partitions)]
@@ -225,6 +245,8 @@ class Fleet:
                 if str(exc) != last:
                     log.error("fleet cannot start yet (%s); retrying", exc)
                     last = str(exc)
+                if self.security is not None:
+                    await self.security.stop()
                 await self.topic.stop()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)
@@ -264,6 +286,9 @@ class Fleet:
             if part.writer is not None:
                 self.journal.close_writer(part.partition)
                 part.writer = None
+        if self.security is not None:
+            self.journal.close_writer(SECURITY)
+            await self.security.stop()
         await self.topic.stop()
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:

@@ -14,6 +14,8 @@ Invariants:
   loses only its own appends: `lost(seq)` tells the runtime which replies to fail, while other
   partitions' appends are released as usual.
 - Topic records are not written: every member learns topics from the upstream's metadata.
+- ACL and credential records go to the fleet's security topic, whose writer is `SECURITY`
+  (coordinator.sidecar.fleet_security), with the same durable-then-reply rule.
 - A writer proves its ownership with every acknowledged write and every `verify` that finds the
   partition's end where it expected it; `proven_at` is the monotonic time of the last proof,
   which the fleet's lease reads (coordinator.sidecar.fleet).
@@ -25,9 +27,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Any, Final
 
 from coordinator.core.record_codec import encode_record
 from coordinator.core.records import AclKey, Record, ScramCredentialKey, TopicKey
+from coordinator.sidecar.fleet_security import SecurityWriter
 from coordinator.sidecar.state_topic import (
     CLAIM_PREFIX,
     Claim,
@@ -41,6 +45,7 @@ from coordinator.sidecar.state_topic import (
 log = logging.getLogger("groupcoord.fleet.journal")
 
 Entry = tuple[bytes, bytes | None]
+SECURITY: Final = -1  # `writers` key of the security records' writer, beside the partitions
 _FAILED_KEPT = 100_000  # lost seqs remembered (the runtime asks about recent ones only)
 
 
@@ -183,7 +188,7 @@ class PartitionWriter:
 class FleetJournal:
     def __init__(self, partitions: int) -> None:
         self.partitions = partitions
-        self.writers: dict[int, PartitionWriter] = {}
+        self.writers: dict[int, PartitionWriter | SecurityWriter] = {}
         self._seq = 0
         self._open: dict[int, int] = {}  # seq -> partitions still writing it (insertion order)
         self._failed: dict[int, None] = {}  # lost seqs, oldest first
@@ -198,11 +203,12 @@ class FleetJournal:
         by_partition: dict[int, list[Entry]] = {}
         for record in records:
             key = record.key
-            if isinstance(key, TopicKey | AclKey | ScramCredentialKey):
-                # Module docstring: topics come from the upstream's metadata. Security records
-                # never reach here: a fleet does not offer the security admin APIs (yet).
-                continue
-            p = partition_for(key.group_id, self.partitions)
+            if isinstance(key, TopicKey):
+                continue  # module docstring: topics come from the upstream's metadata
+            if isinstance(key, AclKey | ScramCredentialKey):
+                p = SECURITY  # the fleet's own topic (coordinator.sidecar.fleet_security)
+            else:
+                p = partition_for(key.group_id, self.partitions)
             by_partition.setdefault(p, []).append(encode_record(record))
         if not by_partition:
             return seq
@@ -262,6 +268,12 @@ class FleetJournal:
         if old is not None:
             old.close()
         self.writers[partition] = writer
+        return writer
+
+    def security_writer(self, send: Callable[[list[Entry]], Any]) -> SecurityWriter:
+        """The writer of ACL and credential records (coordinator.sidecar.fleet_security)."""
+        writer = SecurityWriter(send, self._seqs_written, lambda seqs, _: self._seqs_failed(seqs))
+        self.writers[SECURITY] = writer
         return writer
 
     def close_writer(self, partition: int) -> None:

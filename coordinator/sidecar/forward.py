@@ -38,13 +38,14 @@ import dataclasses
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, assert_never, cast
+from typing import Any, Final, assert_never, cast
 
 from kio.schema.errors import ErrorCode
 
 from coordinator.serve import adapters
 from coordinator.serve.server import Connection, Server
 from coordinator.sidecar.placement import LOCAL, UNKNOWN, Locator, Placement, Where
+from coordinator.sidecar.slots import LocalReply, SlotOwner
 from coordinator.sidecar.upstream import Broker, Link, UpstreamUnavailable
 from protocol import apis, codec
 from protocol.codec import RequestHeader
@@ -179,46 +180,6 @@ def merge_list_groups(responses: Sequence[Any]) -> object:
 # The shell
 
 
-class Client(Protocol):
-    """What routing needs of the client connection it serves (proxy.SidecarConnection)."""
-
-    client_host: str
-    peer: str  # its address, for logs
-
-    @property
-    def closed(self) -> bool: ...
-
-    def abort(self, reason: str) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class _Capture:
-    """Stands in for a `Connection` in the server's group route: the response goes to `answer`."""
-
-    __slots__ = ("_answer", "_client", "client_host", "fetch_timer", "peer")
-
-    def __init__(self, client: Client, answer: Answer) -> None:
-        self._client = client
-        self._answer = answer
-        self.client_host = client.client_host
-        self.peer = client.peer
-        self.fetch_timer: asyncio.TimerHandle | None = None
-
-    def send(self, data: bytes) -> None:
-        self._answer(data)
-
-    def abort(self, reason: str) -> None:
-        self._client.abort(reason)
-
-    def close(self) -> None:
-        self._client.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._client.closed
-
-
 class _Member(Broker):
     """A fleet member's listener, reached as an upstream broker is (connect deadline, backoff)."""
 
@@ -287,7 +248,9 @@ class _Gather:
 class Router:
     """One client connection's group requests in a fleet, and its links to the other members."""
 
-    def __init__(self, client: Client, server: Server, peers: PeerLinks, from_peer: bool) -> None:
+    def __init__(
+        self, client: SlotOwner, server: Server, peers: PeerLinks, from_peer: bool
+    ) -> None:
         self._client = client
         self._server = server
         self._peers = peers
@@ -308,6 +271,18 @@ class Router:
         except codec.DecodeError as exc:
             self._client.abort(f"malformed request: {exc}")
             return
+        gate = server.gate
+        if gate is not None and not self._from_peer:
+            # Judged here, by the member the client is connected to (its principal is known
+            # only here); a member trusts what other members forward (README "Security").
+            judged = LocalReply(self._client, answer)
+            allowed = gate(judged, header, request, t0)
+            if allowed is None:
+                return  # refused (answered through `judged`), or the connection closed
+            if allowed is not request:  # without what the caller may not touch
+                request = allowed
+                frame = codec.encode_request(header, request)
+            answer = judged.send  # amends the answer when the gate said so
         if header.api_key == apis.LIST_GROUPS:
             self._list_groups(frame, header, request, t0, locator, answer)
             return
@@ -439,7 +414,7 @@ class Router:
     # -- answers ---------------------------------------------------------------------------------
 
     def _local(self, header: RequestHeader, request: Any, t0: int, answer: Answer) -> None:
-        reply = cast(Connection, _Capture(self._client, answer))  # routes use send/abort/closed
+        reply = cast(Connection, LocalReply(self._client, answer))  # routes use send/abort/closed
         self._server.routes[header.api_key](reply, header, request, t0)
 
     def _error(self, header: RequestHeader, context: object, error: ErrorCode, t0: int) -> bytes:

@@ -23,6 +23,12 @@ Invariants:
 - In a fleet (`Sidecar.locator` set), group requests go through coordinator.sidecar.forward:
   answered here, forwarded to the member that owns the group, or refused with a retriable error.
   Without a locator they are answered here, by the same path as before fleets existed.
+- A secured listener (`--security-protocol`, `--authorizer`; README "Security") is the
+  server's gate (coordinator.serve.secure) on every client connection: nothing is forwarded
+  before SASL authentication, SASL and the ACL/credential APIs are answered here
+  (`Sidecar.answered_here`), and what groupcoord answers is judged by the ACLs, in a fleet by
+  the member the client is connected to (coordinator.sidecar.forward). Forwarded requests go
+  on the sidecar's own upstream identity. The listeners are TLS with the server's context.
 - Topic metadata (partition counts, ids, racks) flows into `Server.topic_changed` from every
   Metadata answer that passes through and from a refresh every `metadata_refresh_ms`, so partitions
   added upstream rebalance the groups that read the topic.
@@ -37,14 +43,18 @@ import socket
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 
+from coordinator.broker.security_admin import SECURITY_ADMIN_APIS
 from coordinator.core.topics import TopicInfo
+from coordinator.security.acl import ANONYMOUS
 from coordinator.serve.addresses import parse_upstream
 from coordinator.serve.listener import Listening, start_listener
+from coordinator.serve.secure import tls_principal
 from coordinator.serve.server import CLOSE_TIMEOUT_S, Connection, Server
 from coordinator.sidecar import refresh as sidecar_signal
 from coordinator.sidecar import rewrite
@@ -92,6 +102,7 @@ _WHOLE: Final = (
     apis.GROUP_APIS
     | WITHHELD
     | TOPIC_ADMIN
+    | SECURITY_ADMIN_APIS  # answered here on a secured listener
     | {API_VERSIONS, FIND_COORDINATOR, METADATA, DESCRIBE_CLUSTER, 17, 36}  # 17, 36: SASL
 )
 _GROUP_KEY: Final = 0
@@ -148,6 +159,13 @@ class Sidecar:
         # the other members. None: a single sidecar answers every group itself.
         self.locator: Locator | None = None
         self.peer_links = PeerLinks(self.spawn)
+        # A secured listener (README "Security"): the gate authenticates and judges clients here,
+        # and SASL and the ACL/credential admin APIs are answered here instead of upstream.
+        gate = server.gate
+        self.answered_here: frozenset[int] = frozenset()
+        if gate is not None:
+            sasl = {17, 36} if gate.options.sasl else set()
+            self.answered_here = frozenset(sasl | SECURITY_ADMIN_APIS)
         server.protocol_factory = lambda: SidecarConnection(self, None)
         server.ready_check = self.readiness  # a fleet (coordinator.sidecar.fleet) wraps it
         server.upstream_status = self.upstream_status
@@ -300,10 +318,17 @@ class Sidecar:
         self.local_ports[node_id] = bound
         log.info("listening on %s:%d for upstream broker %d", host, bound, node_id)
 
+        def factory() -> SidecarConnection:
+            return SidecarConnection(self, node_id)
+
         async def serve() -> None:
-            server = await start_listener(
-                lambda: SidecarConnection(self, node_id), None, 0, sock=sock
-            )
+            context = self.server.options.security.ssl_context
+            server: Listening
+            if context is None:
+                server = await start_listener(factory, None, 0, sock=sock)
+            else:  # TLS: the loop's own transports, as the bootstrap listener (Server.start)
+                loop = asyncio.get_running_loop()
+                server = await loop.create_server(factory, sock=sock, ssl=context, backlog=1024)
             self._servers.append(server)
 
         self.spawn(serve())
@@ -343,7 +368,8 @@ class Sidecar:
                 errors.append(str(exc))
                 continue
             candidate.api_versions = upstream
-            ranges = self._ranges[id(candidate)] = rewrite.api_version_ranges(upstream)
+            ranges = rewrite.api_version_ranges(upstream, self.answered_here)
+            self._ranges[id(candidate)] = ranges
             return ranges
         raise UpstreamUnavailable("; ".join(errors) or f"no upstream broker {node_id}")
 
@@ -381,7 +407,12 @@ class SidecarConnection(asyncio.Protocol):
         self.client_host = "/unknown"
         self.peer = "?"
         self.fetch_timer: asyncio.TimerHandle | None = None
-        self._authenticated = False  # SASL went through: never pool its upstream link
+        self._upstream_sasl = False  # SASL went upstream through it: never pool its link
+        # The gate's (coordinator.serve.secure) on a secured listener: who the client is.
+        self.principal = ANONYMOUS
+        self.authenticated = False
+        self.sasl_exchange: Any = None
+        self.session_expires: float | None = None
         # The topics of this connection's last full Fetch, while the refresh signal is armed.
         self.session_topics: frozenset[str] | None = None
 
@@ -397,6 +428,9 @@ class SidecarConnection(asyncio.Protocol):
         if peername:
             self.client_host = "/" + str(peername[0])
             self.peer = f"{peername[0]}:{peername[1]}"
+        principal = tls_principal(transport)  # a client certificate (mTLS)
+        if principal is not None:
+            self.principal = principal
         # Server.stop() closes these along with its own connections; metrics count them.
         self._sidecar.server.connections.add(cast(Connection, self))
         self._sidecar.server.connections_accepted += 1
@@ -419,7 +453,7 @@ class SidecarConnection(asyncio.Protocol):
         if self._router is not None:
             self._router.close()
         link, self._link = self._link, None
-        if link is not None and self._authenticated:
+        if link is not None and self._upstream_sasl:
             link.close()
         elif link is not None:
             link.broker.release(link)  # closed instead if it still has requests in flight
@@ -464,19 +498,25 @@ class SidecarConnection(asyncio.Protocol):
         if self._closed:
             return
         _, api_key, version, correlation_id = REQUEST_START.unpack_from(frame)
+        gate = self._sidecar.server.gate
+        if gate is not None and not self.from_peer and not gate.admit(self, api_key):
+            return  # SASL: not authenticated (or its session ran out); the connection closed
         if api_key in apis.GROUP_APIS:
             slot = Slot(self)
             self._slots.append(slot)
             locator = self._sidecar.locator
             if locator is None:
-                reply = cast(Connection, LocalReply(self, slot))  # dispatch: send/abort/closed
-                self._sidecar.server.dispatch(reply, frame[4:])
+                self._dispatch(slot, frame)
             else:
                 self._group_router().route(frame, locator, lambda data: self.complete(slot, data))
         elif api_key == API_VERSIONS:
             self._api_versions(frame)
         elif api_key == FIND_COORDINATOR:
             self._find_coordinator(frame, version, correlation_id)
+        elif api_key in self._sidecar.answered_here:
+            slot = Slot(self)
+            self._slots.append(slot)
+            self._dispatch(slot, frame)
         elif api_key in WITHHELD:
             self.abort(f"API {api_key} is not offered in sidecar mode")
         elif api_key == METADATA:
@@ -501,10 +541,15 @@ class SidecarConnection(asyncio.Protocol):
             self._forward(frame, correlation_id, self._rewritten(then))
         else:
             if api_key in _SASL:
-                self._authenticated = True  # its upstream link must not serve another client
+                self._upstream_sasl = True  # its upstream link must not serve another client
             slot = Slot(self)
             self._slots.append(slot)
             self._forward(frame, correlation_id, slot)
+
+    def _dispatch(self, slot: Slot, frame: bytes) -> None:
+        """Answered here by the server, as a request on its own listener (the gate included)."""
+        reply = cast(Connection, LocalReply(self, partial(self.complete, slot)))
+        self._sidecar.server.dispatch(reply, frame[4:])
 
     def _group_router(self) -> Router:
         router = self._router
@@ -607,7 +652,7 @@ class SidecarConnection(asyncio.Protocol):
 
     def _find_coordinator(self, frame: bytes, version: int, correlation_id: int) -> None:
         try:
-            _, request = codec.decode_request(frame[4:])
+            header, request = codec.decode_request(frame[4:])
         except codec.DecodeError as exc:
             self.abort(f"malformed or unsupported FindCoordinator: {exc}")
             return
@@ -621,8 +666,13 @@ class SidecarConnection(asyncio.Protocol):
             return
         slot = Slot(self)
         self._slots.append(slot)
-        stats = self._sidecar.server.stats
+        server = self._sidecar.server
+        stats = server.stats
         t0 = stats.clock() if stats is not None else 0
+        if server.gate is not None and not self.from_peer:
+            judged = cast(Connection, LocalReply(self, partial(self.complete, slot)))
+            if server.gate(judged, header, request, t0) is None:
+                return  # refused: answered through `judged`
         coordinator = self._sidecar.coordinator()
         data = rewrite.find_coordinator_frame(correlation_id, version, request, coordinator)
         self._answered_here(slot, data, FIND_COORDINATOR, t0)

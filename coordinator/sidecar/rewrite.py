@@ -474,11 +474,16 @@ def deleted_topics(version: int, frame: bytes, known: Mapping[str, TopicInfo]) -
 Ranges = tuple[tuple[int, int, int], ...]
 
 
-def api_version_ranges(upstream: Mapping[int, tuple[int, int]]) -> Ranges:
-    """(api_key, min, max) the sidecar advertises, given the upstream ranges (module docstring)."""
+def api_version_ranges(
+    upstream: Mapping[int, tuple[int, int]], answered_here: Iterable[int] = ()
+) -> Ranges:
+    """(api_key, min, max) the sidecar advertises, given the upstream ranges (module docstring);
+    `answered_here`: the APIs a secured listener answers itself (SASL, the ACL and credential
+    admin APIs), at groupcoord's versions whatever the upstream offers."""
+    local = apis.GROUP_APIS | frozenset(answered_here)
     out: dict[int, tuple[int, int]] = {}
     for key, (upstream_low, upstream_high) in upstream.items():
-        if key in WITHHELD or key in apis.GROUP_APIS:
+        if key in WITHHELD or key in local:
             continue
         low, high = upstream_low, upstream_high
         cap = VERSION_CAPS.get(key)
@@ -490,7 +495,7 @@ def api_version_ranges(upstream: Mapping[int, tuple[int, int]]) -> Ranges:
             high = min(high, cap)
         if low <= high:
             out[key] = (low, high)
-    for key in apis.GROUP_APIS:
+    for key in local:
         spec = apis.APIS[key]
         out[key] = (spec.min_version, spec.max_version)
     spec = apis.APIS[API_VERSIONS]

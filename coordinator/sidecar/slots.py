@@ -1,8 +1,8 @@
 """A sidecar client connection's response order (coordinator.sidecar.proxy): one `Slot` per
 request, filled by the upstream's answer (`Slot`; streamed through when first in line), by a
 rewritten answer (`Rewritten`: Metadata, DescribeCluster, the topic admin APIs), or by the
-server's own answer to a request answered here (`LocalReply`, which `Server.dispatch` takes for a
-connection).
+server's own answer to a request answered here (`LocalReply`, which `Server.dispatch` and the
+fleet's router take for a connection).
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from coordinator.sidecar.rewrite import RewriteError
+from protocol import codec
 
 log = logging.getLogger("groupcoord.sidecar")
 
@@ -24,6 +25,11 @@ class SlotOwner(Protocol):
 
     client_host: str
     peer: str
+    # Its security state (coordinator.serve.secure): who it is, and its SASL session.
+    principal: str
+    authenticated: bool
+    sasl_exchange: Any
+    session_expires: float | None
 
     @property
     def closed(self) -> bool: ...
@@ -98,20 +104,32 @@ class Rewritten(Slot):
 
 
 class LocalReply:
-    """Stands in for a `Connection` in `Server.dispatch`, for one locally answered request: its
-    response fills the request's slot."""
+    """Stands in for a `Connection` in `Server.dispatch` or a server route, for one request
+    answered here: its response goes to `answer` (the request's slot, or the fleet router's
+    sink). The client connection's security state shows through it, so the gate
+    (coordinator.serve.secure) judges and authenticates the client connection itself; an answer
+    the gate amends (a filtered ListGroups) is amended on its way out."""
 
-    __slots__ = ("_conn", "_slot", "client_host", "fetch_timer", "peer")
+    __slots__ = ("_amend", "_answer", "_conn", "client_host", "fetch_timer", "peer")
 
-    def __init__(self, conn: SlotOwner, slot: Slot) -> None:
+    def __init__(self, conn: SlotOwner, answer: Callable[[bytes], None]) -> None:
         self._conn = conn
-        self._slot = slot
+        self._answer = answer
+        self._amend: tuple[Any, Callable[[Any], Any]] | None = None
         self.client_host = conn.client_host
         self.peer = conn.peer
         self.fetch_timer: asyncio.TimerHandle | None = None
 
     def send(self, data: bytes) -> None:
-        self._conn.complete(self._slot, data)
+        pending = self._amend
+        if pending is not None:
+            self._amend = None
+            header, amend = pending
+            data = codec.encode_response(header, amend(codec.decode_response(header, data)))
+        self._answer(data)
+
+    def amend_next(self, header: Any, amend: Callable[[Any], Any]) -> None:
+        self._amend = (header, amend)
 
     def abort(self, reason: str, *, quiet: bool = False) -> None:
         self._conn.abort(reason, quiet=quiet)
@@ -122,3 +140,36 @@ class LocalReply:
     @property
     def closed(self) -> bool:
         return self._conn.closed
+
+    # The client connection's security state (coordinator.serve.secure.Gate reads and sets it).
+    @property
+    def principal(self) -> str:
+        return self._conn.principal
+
+    @principal.setter
+    def principal(self, value: str) -> None:
+        self._conn.principal = value
+
+    @property
+    def authenticated(self) -> bool:
+        return self._conn.authenticated
+
+    @authenticated.setter
+    def authenticated(self, value: bool) -> None:
+        self._conn.authenticated = value
+
+    @property
+    def sasl_exchange(self) -> Any:
+        return self._conn.sasl_exchange
+
+    @sasl_exchange.setter
+    def sasl_exchange(self, value: Any) -> None:
+        self._conn.sasl_exchange = value
+
+    @property
+    def session_expires(self) -> float | None:
+        return self._conn.session_expires
+
+    @session_expires.setter
+    def session_expires(self, value: float | None) -> None:
+        self._conn.session_expires = value

@@ -208,41 +208,13 @@ class StateTopic:
             self.partitions = len(found)
 
     async def _ensure_topic(self) -> None:
-        admin = AIOKafkaAdminClient(**self._options())
-        await admin.start()
-        try:
-            replication = self.replication_factor
-            if replication < 1:
-                # Kafka's offsets.topic.replication.factor (3), as far as the cluster has brokers
-                # (aiokafka cannot ask for the broker's default, KIP-464's -1).
-                brokers = (await admin.describe_cluster()).get("brokers") or [None]
-                replication = min(3, len(brokers))
-            topic = NewTopic(
-                self.name,
-                self.partitions,
-                replication,
-                topic_configs={
-                    "cleanup.policy": "compact",
-                    **(
-                        {"min.insync.replicas": str(self.min_insync_replicas)}
-                        if self.min_insync_replicas > 0
-                        else {}
-                    ),
-                    # Keep compaction away from recent records until the owner has rewritten
-                    # the keys a stale owner wrote last (module docstring: the compaction hole).
-                    "min.compaction.lag.ms": str(3_600_000),
-                },
-            )
-            try:
-                response = await admin.create_topics([topic])
-            except TopicAlreadyExistsError:
-                return
-            for entry in getattr(response, "topic_errors", ()):
-                code = entry[1]
-                if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
-                    raise StateUnavailable(f"cannot create {self.name}: error {code}")
-        finally:
-            await admin.close()
+        await ensure_topic(
+            self._options(),
+            self.name,
+            self.partitions,
+            self.replication_factor,
+            self.min_insync_replicas,
+        )
 
     async def stop(self) -> None:
         if self.producer is not None:
@@ -359,3 +331,50 @@ class StateTopic:
         finally:
             await consumer.stop()
         return out, ends
+
+
+async def ensure_topic(
+    options: dict[str, Any],
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    min_insync_replicas: int,
+) -> None:
+    """Create the compacted topic `name` unless it exists (the state topic; the fleet's security
+    topic, coordinator.sidecar.fleet_security). Raises StateUnavailable, or aiokafka's errors
+    when the upstream cannot be reached."""
+    admin = AIOKafkaAdminClient(**options)
+    await admin.start()
+    try:
+        replication = replication_factor
+        if replication < 1:
+            # Kafka's offsets.topic.replication.factor (3), as far as the cluster has brokers
+            # (aiokafka cannot ask for the broker's default, KIP-464's -1).
+            brokers = (await admin.describe_cluster()).get("brokers") or [None]
+            replication = min(3, len(brokers))
+        topic = NewTopic(
+            name,
+            partitions,
+            replication,
+            topic_configs={
+                "cleanup.policy": "compact",
+                **(
+                    {"min.insync.replicas": str(min_insync_replicas)}
+                    if min_insync_replicas > 0
+                    else {}
+                ),
+                # Keep compaction away from recent records until the owner has rewritten
+                # the keys a stale owner wrote last (module docstring: the compaction hole).
+                "min.compaction.lag.ms": str(3_600_000),
+            },
+        )
+        try:
+            response = await admin.create_topics([topic])
+        except TopicAlreadyExistsError:
+            return
+        for entry in getattr(response, "topic_errors", ()):
+            code = entry[1]
+            if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
+                raise StateUnavailable(f"cannot create {name}: error {code}")
+    finally:
+        await admin.close()

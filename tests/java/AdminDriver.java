@@ -2,6 +2,10 @@
 //
 // Args: BOOTSTRAP list | describe GROUP | delete GROUP | create-topic TOPIC PARTITIONS
 //       | create-partitions TOPIC COUNT | delete-topic TOPIC
+//       | create-acl PRINCIPAL GROUP|TOPIC NAME OPERATION | describe-acls | delete-acls PRINCIPAL
+//   with the environment's ADMIN_SECURITY: ConsumerDriver's --security object (TLS, SASL)
+//   create-acl, delete-acls -> {"result":"OK"} (delete-acls: {"deleted":N})
+//   describe-acls -> {"acls":["GROUP:g:User:alice:READ:ALLOW",...]} (sorted)
 //   list     -> {"groups":{"g":"STABLE",...}}
 //   describe -> {"state":"STABLE","protocol":"range","members":{"member-id":[0,1,...]}}
 //   delete, create-topic, create-partitions, delete-topic
@@ -23,6 +27,16 @@ import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AccessControlEntryFilter;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourcePatternFilter;
+import org.apache.kafka.common.resource.ResourceType;
 
 public final class AdminDriver {
     private static String str(String s) {
@@ -44,6 +58,10 @@ public final class AdminDriver {
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, argv[0]);
         props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
         props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "15000");
+        String security = System.getenv("ADMIN_SECURITY");
+        if (security != null && !security.isEmpty()) {
+            ConsumerDriver.security(props, security);
+        }
         String out;
         try (Admin admin = Admin.create(props)) {
             switch (argv[1]) {
@@ -93,6 +111,35 @@ public final class AdminDriver {
                 case "delete-topic":
                     out = result(admin.deleteTopics(List.of(argv[2])).all());
                     break;
+                case "create-acl": {
+                    AclBinding acl = new AclBinding(
+                            new ResourcePattern(ResourceType.fromString(argv[3]), argv[4],
+                                    PatternType.LITERAL),
+                            new AccessControlEntry(argv[2], "*", AclOperation.fromString(argv[5]),
+                                    AclPermissionType.ALLOW));
+                    out = result(admin.createAcls(List.of(acl)).all());
+                    break;
+                }
+                case "describe-acls": {
+                    TreeSet<String> acls = new TreeSet<>();
+                    for (AclBinding b : admin.describeAcls(AclBindingFilter.ANY).values()
+                            .get(15, TimeUnit.SECONDS)) {
+                        acls.add(str(b.pattern().resourceType() + ":" + b.pattern().name() + ":"
+                                + b.entry().principal() + ":" + b.entry().operation() + ":"
+                                + b.entry().permissionType()));
+                    }
+                    out = "{\"acls\":[" + String.join(",", acls) + "]}";
+                    break;
+                }
+                case "delete-acls": {
+                    AclBindingFilter filter = new AclBindingFilter(ResourcePatternFilter.ANY,
+                            new AccessControlEntryFilter(argv[2], null, AclOperation.ANY,
+                                    AclPermissionType.ANY));
+                    int deleted = admin.deleteAcls(List.of(filter)).all()
+                            .get(15, TimeUnit.SECONDS).size();
+                    out = "{\"deleted\":" + deleted + "}";
+                    break;
+                }
                 default:
                     throw new IllegalArgumentException("unknown command " + argv[1]);
             }

@@ -112,7 +112,7 @@ public final class ConsumerDriver {
         return out;
     }
 
-    private static void security(Properties props, String json) {
+    static void security(Properties props, String json) {  // AdminDriver uses it too
         Map<String, String> s = flatJson(json);
         String protocol = s.getOrDefault("protocol", "PLAINTEXT");
         props.put("security.protocol", protocol);
