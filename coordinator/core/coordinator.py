@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from coordinator.core import expiry, loading, topic_watch
+from coordinator.core import expiry, loading, topic_watch, txn_offsets
 from coordinator.core.effects import CoordinatorConfig, Effects, MemberIdFactory
 from coordinator.core.group import ClassicGroup, GroupSnapshot
 from coordinator.core.handlers import (
@@ -51,6 +51,7 @@ from coordinator.core.messages import (
     Command,
     DeleteGroups,
     DescribeGroups,
+    ErrorCode,
     Heartbeat,
     HeartbeatResult,
     JoinGroup,
@@ -62,7 +63,14 @@ from coordinator.core.messages import (
     SyncGroup,
 )
 from coordinator.core.rebalance import group_record
-from coordinator.core.records import OffsetCommitValue, Record, TopicKey, TopicValue
+from coordinator.core.records import (
+    OffsetCommitValue,
+    Record,
+    TopicKey,
+    TopicValue,
+    TxnOffsetKey,
+    TxnOffsetValue,
+)
 from coordinator.core.state import CoreState
 from coordinator.core.topichash import TopicHashCache
 from coordinator.core.topics import TopicCatalog, TopicInfo
@@ -199,6 +207,31 @@ class GroupCoordinator:
 
     def unload_groups(self, group_ids: list[str]) -> Effects:
         return loading.unload_groups(self.state, group_ids)
+
+    # -- transactional offsets (core.txn_offsets; the sidecar's, issue 29) ------------------------
+
+    def txn_check(self, command: txn_offsets.TxnOffsetCommit) -> ErrorCode | None:
+        return txn_offsets.check(self.state, command)
+
+    def txn_stage(self, command: txn_offsets.TxnOffsetCommit, now_ms: int) -> tuple[Effects, Any]:
+        """(effects, the OffsetCommitResult to answer once they are durable)."""
+        fx = Effects()
+        return fx, txn_offsets.stage(self.state, command, now_ms, fx)
+
+    def txn_settle(
+        self,
+        group_id: str,
+        committed: list[tuple[TxnOffsetKey, TxnOffsetValue]],
+        aborted: list[tuple[TxnOffsetKey, TxnOffsetValue]],
+    ) -> tuple[Effects, int]:
+        fx = Effects()
+        return fx, txn_offsets.settle(self.state, group_id, committed, aborted, fx)
+
+    def txn_pending(self, group_id: str) -> list[tuple[TxnOffsetKey, TxnOffsetValue]]:
+        return self.state.txn_pending.entries(group_id)
+
+    def txn_pending_groups(self) -> list[str]:
+        return self.state.txn_pending.group_ids()
 
     # -- introspection (status page, metrics, tests) ---------------------------------------------
 

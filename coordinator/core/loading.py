@@ -17,6 +17,7 @@ parked JoinGroup/SyncGroup with NOT_COORDINATOR so their clients look the coordi
 
 from __future__ import annotations
 
+from coordinator.core import txn_offsets
 from coordinator.core.effects import Effects
 from coordinator.core.events import RebalanceCause
 from coordinator.core.expiry import arm_retention
@@ -37,6 +38,8 @@ from coordinator.core.records import (
     ScramCredentialKey,
     TopicKey,
     TopicValue,
+    TxnOffsetKey,
+    TxnOffsetValue,
 )
 from coordinator.core.state import CoreState
 from coordinator.core.topic_watch import replay_topic
@@ -54,6 +57,10 @@ def replay(state: CoreState, record: Record) -> None:
         return
     if isinstance(key, SECURITY_KEYS):  # coordinator.core.security
         state.security.apply(record)
+        return
+    if isinstance(key, TxnOffsetKey):  # coordinator.core.txn_offsets
+        assert record.value is None or isinstance(record.value, TxnOffsetValue)
+        txn_offsets.replay(state, key, record.value)
         return
     groups = state.groups
     if isinstance(key, OffsetCommitKey):
@@ -134,6 +141,7 @@ def unload_groups(state: CoreState, group_ids: list[str]) -> Effects:
     for group_id in group_ids:
         group = state.groups.pop(group_id, None)
         state.offsets.drop_group(group_id)
+        state.txn_pending.drop_group(group_id)
         if group is None:
             continue
         state.topic_hashes.untrack(group)

@@ -9,6 +9,8 @@ Key   = int16 record type, then the key fields (Kafka's v0, non-flexible layout)
         101 Acl (groupcoord's own): resource type int8, resource name string, pattern type
             int8, principal string, host string, operation int8, permission int8
         102 ScramCredential (groupcoord's own): user string, mechanism int8
+        103 TxnOffset (groupcoord's own, issue 29): group string, topic string, partition
+            int32, producer id int64, seq int64
 Value = int16 value version, then the fields at that version. A tombstone is a key with no value.
 
 Strings are int16 length + UTF-8 (-1 = null); bytes are int32 length + data; arrays int32 count.
@@ -24,8 +26,10 @@ Versions written:
   racks unknown, else one per partition), each an array of rack strings.
 - AclValue v0: nothing after the version. ScramCredentialValue v0: salt, stored key, server
   key (bytes each), iterations int32.
+- TxnOffsetValue v0: transactional id string, producer epoch int16, offset int64, leader epoch
+  int32, metadata string, commit timestamp int64.
 Versions read: OffsetCommitValue v0-v3, GroupMetadataValue v0-v3 and v100, TopicValue v0,
-AclValue v0, ScramCredentialValue v0. To add
+AclValue v0, ScramCredentialValue v0, TxnOffsetValue v0. To add
 a field, add a new version here (decoders keep every old one) and write the new one.
 
 Loading rules (§12.1): an unknown record type is skipped (`decode_record` returns None, the caller
@@ -55,6 +59,8 @@ from coordinator.core.records import (
     ScramCredentialValue,
     TopicKey,
     TopicValue,
+    TxnOffsetKey,
+    TxnOffsetValue,
 )
 
 LEGACY_OFFSET_COMMIT_TYPE = 0
@@ -64,6 +70,7 @@ GROUPCOORD_GROUP_V100 = 100
 TOPIC_TYPE = 100
 ACL_TYPE = 101
 SCRAM_CREDENTIAL_TYPE = 102
+TXN_OFFSET_TYPE = 103
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
@@ -136,6 +143,11 @@ def encode_key(key: RecordKey) -> bytes:
         )  # fmt: skip
     if type(key) is ScramCredentialKey:
         return _H.pack(SCRAM_CREDENTIAL_TYPE) + _string_once(key.user) + _B.pack(key.mechanism)
+    if type(key) is TxnOffsetKey:
+        return b"".join(
+            (_H.pack(TXN_OFFSET_TYPE), _string(key.group_id), _string(key.topic),
+             _I.pack(key.partition), _QQ.pack(key.producer_id, key.seq))
+        )  # fmt: skip
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -152,6 +164,12 @@ def encode_value(value: RecordValue) -> bytes:
         return b"".join(
             (_H.pack(0), _bytes(value.salt), _bytes(value.stored_key), _bytes(value.server_key),
              _I.pack(value.iterations))
+        )  # fmt: skip
+    if type(value) is TxnOffsetValue:
+        return b"".join(
+            (_H.pack(0), _string_once(value.transactional_id), _H.pack(value.producer_epoch),
+             _Q.pack(value.offset), _I.pack(value.leader_epoch), _string_once(value.metadata),
+             _Q.pack(value.commit_timestamp_ms))
         )  # fmt: skip
     raise TypeError(f"not a record value: {value!r}")
 
@@ -293,6 +311,9 @@ def decode_key(key: bytes) -> RecordKey | None:
     elif t == SCRAM_CREDENTIAL_TYPE:
         r = _Reader(key, 2)
         k = ScramCredentialKey(r.string(), r.int8())
+    elif t == TXN_OFFSET_TYPE:
+        r = _Reader(key, 2)
+        k = TxnOffsetKey(r.string(), r.string(), r.int32(), r.int64(), r.int64())
     else:
         return None
     r.done()
@@ -440,7 +461,19 @@ def decode_record(key: bytes, value: bytes | None) -> Record | None:
         return Record(k, decode_acl_value(value))
     if type(k) is ScramCredentialKey:
         return Record(k, decode_scram_credential_value(value))
+    if type(k) is TxnOffsetKey:
+        return Record(k, decode_txn_offset_value(value))
     return Record(k, decode_group_value(value))
+
+
+def decode_txn_offset_value(value: bytes) -> TxnOffsetValue:
+    r = _Reader(value, 0)
+    version = r.int16()
+    if version != 0:
+        raise RecordDecodeError(f"unknown TxnOffsetValue version {version}")
+    pending = TxnOffsetValue(r.string(), r.int16(), r.int64(), r.int32(), r.string(), r.int64())
+    r.done()
+    return pending
 
 
 def decode_acl_value(value: bytes) -> AclValue:

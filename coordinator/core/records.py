@@ -115,10 +115,44 @@ class ScramCredentialValue:
     iterations: int
 
 
+@dataclass(frozen=True, slots=True)
+class TxnOffsetKey:
+    """groupcoord's own record (type 103): one pending transactional offset (issue 29,
+    coordinator.core.txn_offsets), staged by a TxnOffsetCommit and not yet resolved by its
+    transaction's outcome. `seq` tells apart a producer's stagings for one partition (a producer
+    id keeps its epoch across transactions, so a second transaction may stage before the first
+    one is resolved); resolving writes a tombstone for each key it settles."""
+
+    group_id: str
+    topic: str
+    partition: int
+    producer_id: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetValue:
+    transactional_id: str
+    producer_epoch: int
+    offset: int
+    leader_epoch: int  # -1 = none
+    metadata: str
+    commit_timestamp_ms: int  # wall clock, epoch ms: when it was staged
+
+
 SecurityKey = AclKey | ScramCredentialKey
 GroupKey = GroupMetadataKey | OffsetCommitKey
-RecordKey = GroupMetadataKey | OffsetCommitKey | TopicKey | AclKey | ScramCredentialKey
-RecordValue = GroupMetadataValue | OffsetCommitValue | TopicValue | AclValue | ScramCredentialValue
+RecordKey = (
+    GroupMetadataKey | OffsetCommitKey | TopicKey | AclKey | ScramCredentialKey | TxnOffsetKey
+)
+RecordValue = (
+    GroupMetadataValue
+    | OffsetCommitValue
+    | TopicValue
+    | AclValue
+    | ScramCredentialValue
+    | TxnOffsetValue
+)
 
 
 @fast_init

@@ -26,6 +26,7 @@ from coordinator.core.security import SecurityState
 from coordinator.core.timers import TimerHeap
 from coordinator.core.topichash import TopicHashCache
 from coordinator.core.topics import TopicCatalog
+from coordinator.core.txn_pending import PendingOffsets
 
 
 @dataclass(eq=False, slots=True)
@@ -46,6 +47,8 @@ class CoreState:
     deleted_topics_ms: dict[str, int] = field(init=False, default_factory=dict)
     # ACLs and SCRAM credentials (issue 22): records of the same log, replayed like the others.
     security: SecurityState = field(init=False, default_factory=SecurityState)
+    # Pending transactional offsets (issue 29, core.txn_offsets): records of the same log.
+    txn_pending: PendingOffsets = field(init=False, default_factory=PendingOffsets)
 
     def __post_init__(self) -> None:
         self.timers = TimerHeap(self.groups)

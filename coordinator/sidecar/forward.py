@@ -435,6 +435,11 @@ class Router:
 
     # -- links to the other members --------------------------------------------------------------
 
+    def forward(self, address: Address, frame: bytes, correlation_id: int, reply: Reply) -> None:
+        """A request routed by its caller (TxnOffsetCommit: coordinator.sidecar.txn), to the
+        owner's fleet listener on this connection's link; `reply(None)`: no answer will come."""
+        self._send(address, frame, correlation_id, reply)
+
     def _send(self, address: Address, frame: bytes, correlation_id: int, reply: Reply) -> None:
         link = self._links.get(address)
         if link is not None:

@@ -79,6 +79,8 @@ from coordinator.sidecar.rewrite import (
 )
 from coordinator.sidecar.slots import STREAMING, LocalReply, Rewritten, Slot
 from coordinator.sidecar.traffic import UpstreamCollector
+from coordinator.sidecar.txn import OBSERVED as TXN_OBSERVED
+from coordinator.sidecar.txn import TXN_OFFSET_COMMIT, TxnOffsets
 from coordinator.sidecar.upstream import Link, Upstreams, UpstreamUnavailable
 from coordinator.sidecar.upstream_clients import (
     PLAINTEXT,
@@ -104,6 +106,8 @@ _WHOLE: Final = (
     | TOPIC_ADMIN
     | SECURITY_ADMIN_APIS  # answered here on a secured listener
     | {API_VERSIONS, FIND_COORDINATOR, METADATA, DESCRIBE_CLUSTER, 17, 36}  # 17, 36: SASL
+    | {TXN_OFFSET_COMMIT}
+    | TXN_OBSERVED  # coordinator.sidecar.txn
 )
 _GROUP_KEY: Final = 0
 # What a sidecar answers itself (groupcoord_requests_total); the rest is forwarded upstream.
@@ -159,6 +163,7 @@ class Sidecar:
         # the other members. None: a single sidecar answers every group itself.
         self.locator: Locator | None = None
         self.peer_links = PeerLinks(self.spawn)
+        self.txn = TxnOffsets(self)  # TxnOffsetCommit and the transactions it follows (issue 29)
         # A secured listener (README "Security"): the gate authenticates and judges clients here,
         # and SASL and the ACL/credential admin APIs are answered here instead of upstream.
         gate = server.gate
@@ -188,6 +193,7 @@ class Sidecar:
             self._refresh_failed(exc)
             log.warning("upstream cluster not reachable yet (%s); will keep trying", exc)
         self.spawn(self._refresh_loop())
+        self.txn.start(obs)
         if self.options.metrics_per_group:
             from coordinator.sidecar.lag import LagCollector, LagTracker
 
@@ -517,6 +523,8 @@ class SidecarConnection(asyncio.Protocol):
             slot = Slot(self)
             self._slots.append(slot)
             self._dispatch(slot, frame)
+        elif api_key == TXN_OFFSET_COMMIT or api_key in TXN_OBSERVED:
+            self._txn(frame, api_key, correlation_id)
         elif api_key in WITHHELD:
             self.abort(f"API {api_key} is not offered in sidecar mode")
         elif api_key == METADATA:
@@ -550,6 +558,20 @@ class SidecarConnection(asyncio.Protocol):
         """Answered here by the server, as a request on its own listener (the gate included)."""
         reply = cast(Connection, LocalReply(self, partial(self.complete, slot)))
         self._sidecar.server.dispatch(reply, frame[4:])
+
+    def _txn(self, frame: bytes, api_key: int, correlation_id: int) -> None:
+        """TxnOffsetCommit, answered here; InitProducerId, AddOffsetsToTxn, EndTxn, forwarded
+        and read on their way (coordinator.sidecar.txn)."""
+        if api_key == TXN_OFFSET_COMMIT:
+            slot = Slot(self)
+            self._slots.append(slot)
+            self._sidecar.txn.request(
+                self, frame, lambda data: self.complete(slot, data), self._group_router
+            )
+            return
+        frame, slot = self._sidecar.txn.observed(self, frame, api_key)
+        self._slots.append(slot)
+        self._forward(frame, correlation_id, slot)
 
     def _group_router(self) -> Router:
         router = self._router

@@ -18,9 +18,11 @@ ApiVersions is answered by the sidecar (`api_version_ranges`): the upstream's ra
   Fetch v16), which would leak upstream addresses inside responses we pass through untouched;
   Fetch and ListOffsets further to the versions groupcoord's codec reads (the refresh signal of
   coordinator.sidecar.refresh decodes them);
-- group APIs groupcoord does not implement (TxnOffsetCommit, KIP-848 consumer groups, share and
-  streams groups): withheld, because forwarding them would create groups upstream that groupcoord
-  cannot see. A client that sends one anyway is disconnected, as a broker does for an API it lacks.
+- TxnOffsetCommit: answered by groupcoord (coordinator.sidecar.txn), capped at the version it
+  reads, within the upstream's range (the upstream must offer transactions);
+- group APIs groupcoord does not implement (KIP-848 consumer groups, share and streams groups):
+  withheld, because forwarding them would create groups upstream that groupcoord cannot see. A
+  client that sends one anyway is disconnected, as a broker does for an API it lacks.
 """
 
 from __future__ import annotations
@@ -60,7 +62,6 @@ DESCRIBE_CLUSTER: Final = 60
 # Group APIs groupcoord does not implement; forwarding them would coordinate groups upstream.
 WITHHELD: Final = frozenset(
     {
-        28,  # TxnOffsetCommit: goes to the group coordinator, which is groupcoord
         68,  # ConsumerGroupHeartbeat (KIP-848)
         69,  # ConsumerGroupDescribe
         76,  # ShareGroupHeartbeat (KIP-932)
@@ -85,6 +86,12 @@ _KIO_NAMES: Final = {  # kio's module name and class name prefix for each API th
     DELETE_TOPICS: ("delete_topics", "DeleteTopics"),  # kio has v1-v6
     17: ("sasl_handshake", "SaslHandshake"),  # the sidecar's own SASL upstream
     36: ("sasl_authenticate", "SaslAuthenticate"),
+    # Transactions (coordinator.sidecar.txn): answered, rewritten or observed on their way.
+    9: ("offset_fetch", "OffsetFetch"),
+    22: ("init_producer_id", "InitProducerId"),
+    25: ("add_offsets_to_txn", "AddOffsetsToTxn"),
+    26: ("end_txn", "EndTxn"),
+    28: ("txn_offset_commit", "TxnOffsetCommit"),
 }
 VERSION_CAPS: Final = {
     PRODUCE: 9,  # v10 adds NodeEndpoints (KIP-951)
@@ -96,6 +103,12 @@ VERSION_CAPS: Final = {
     FIND_COORDINATOR: apis.APIS[FIND_COORDINATOR].max_version,
     API_VERSIONS: apis.APIS[API_VERSIONS].max_version,
     DESCRIBE_CLUSTER: 2,  # kio 0.6.5's newest
+    # coordinator.sidecar.txn: TxnOffsetCommit v0-v4 (Java 3.9 sends v4, librdkafka 2.x v3; v5 is
+    # KIP-890's transaction version 2); the observed/rewritten ones at kio's newest.
+    28: 4,
+    25: 4,
+    26: 5,
+    22: 6,
 }
 # Topic-changing admin APIs: when one passes through, the topic cache is refreshed at once.
 TOPIC_ADMIN: Final = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS})

@@ -22,6 +22,8 @@ from coordinator.core.records import (
     ScramCredentialValue,
     TopicKey,
     TopicValue,
+    TxnOffsetKey,
+    TxnOffsetValue,
 )
 from storage.compaction import CLEANED_SUFFIX, SWAP_SUFFIX, list_segments, segment_name
 from storage.entry import Entry, EntryReader
@@ -42,7 +44,8 @@ def _format_record(record: Record) -> str:
     value = record.value
     key_text = " ".join(f"{k}={getattr(key, k)!r}" for k in key.__slots__)
     kind = (
-        "offset_commit" if hasattr(key, "partition")
+        "txn_offset" if isinstance(key, TxnOffsetKey)
+        else "offset_commit" if hasattr(key, "partition")
         else "topic" if isinstance(key, TopicKey)
         else "acl" if isinstance(key, AclKey)
         else "scram_credential" if isinstance(key, ScramCredentialKey)
@@ -65,6 +68,13 @@ def _format_record(record: Record) -> str:
         payload = ""
     elif isinstance(value, ScramCredentialValue):  # salted keys only; shown by size, not value
         payload = f"iterations={value.iterations} salt_bytes={len(value.salt)}"
+    elif isinstance(value, TxnOffsetValue):
+        payload = (
+            f"transactional_id={value.transactional_id!r} "
+            f"producer_epoch={value.producer_epoch} offset={value.offset} "
+            f"leader_epoch={value.leader_epoch} metadata={value.metadata!r} "
+            f"commit_timestamp_ms={value.commit_timestamp_ms}"
+        )
     else:
         payload = _format_group(value)
     return f"{kind} key: {{{key_text}}} payload: {{{payload}}}"

@@ -203,7 +203,11 @@ def test_api_versions_intersection():
     assert ranges[3] == (0, apis.APIS[3].max_version)  # Metadata: what we can rewrite
     assert ranges[60] == (0, 1)
     assert ranges[19] == (0, 7) and ranges[999] == (0, 3)  # forwarded as the upstream has them
-    assert 28 not in ranges and 68 not in ranges  # group APIs we do not implement
+    assert 68 not in ranges  # group APIs we do not implement
+    assert ranges[28] == (0, 4)  # TxnOffsetCommit: ours (issue 29), within the upstream's range
+    capped = {**upstream, 28: (0, 5)}
+    assert {k: (lo, hi) for k, lo, hi in rewrite.api_version_ranges(capped)}[28] == (0, 4)
+    assert 28 not in {k for k, _, _ in rewrite.api_version_ranges({18: (0, 4)})}  # no txns
     for key in apis.GROUP_APIS:  # answered by groupcoord: its own ranges, even if upstream lacks
         assert ranges[key] == (apis.APIS[key].min_version, apis.APIS[key].max_version)
     assert ranges[18] == (0, 4)

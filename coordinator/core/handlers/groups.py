@@ -118,6 +118,8 @@ def remove_group(state: CoreState, gid: str, fx: Effects) -> None:
     """Delete an Empty group and its offsets (tombstones): DeleteGroups, or retention."""
     for topic, partition in state.offsets.drop_group(gid):
         fx.records.append(Record(OffsetCommitKey(gid, topic, partition), None))
+    for pending in state.txn_pending.drop_group(gid):  # Kafka deletes pending offsets too
+        fx.records.append(Record(pending, None))
     fx.records.append(Record(GroupMetadataKey(gid), None))
     group = state.groups.pop(gid)
     state.topic_hashes.untrack(group)

@@ -1,0 +1,88 @@
+"""core.txn_offsets (issue 29): pending transactional offsets, their records and their settling."""
+
+from __future__ import annotations
+
+import uuid
+
+from coordinator.core import txn_offsets as t
+from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.messages import ErrorCode
+from coordinator.core.record_codec import decode_record, encode_record
+from coordinator.core.records import Record, TxnOffsetKey, TxnOffsetValue
+from coordinator.core.topics import TopicCatalog, TopicInfo
+
+E = ErrorCode
+
+
+def core() -> GroupCoordinator:
+    catalog = TopicCatalog()
+    catalog.put(TopicInfo("in", uuid.UUID(int=1), 2, ()))
+    return GroupCoordinator(CoordinatorConfig(), catalog, lambda p: f"{p}-m")
+
+
+def commit(offset: int, epoch: int = 0, pid: int = 7, generation: int = -1) -> t.TxnOffsetCommit:
+    return t.TxnOffsetCommit(
+        "tx",
+        "g",
+        pid,
+        epoch,
+        generation,
+        "",
+        None,
+        (t.TxnCommitTopic("in", (t.TxnCommitPartition(0, offset, -1, "m"),)),),
+    )
+
+
+def test_record_round_trip() -> None:
+    record = Record(
+        TxnOffsetKey("g", "in", 3, 2**40, 5), TxnOffsetValue("tx", 4, 99, 2, "meta", 123)
+    )
+    assert decode_record(*encode_record(record)) == record
+    tombstone = Record(record.key, None)
+    assert decode_record(*encode_record(tombstone)) == tombstone
+
+
+def test_pending_until_commit_and_replay_rebuilds() -> None:
+    c = core()
+    fx, result = c.txn_stage(commit(5), 0)
+    assert result.topics[0].partitions[0].error is E.none
+    assert c.committed_offsets("g") == {}
+    assert t.unstable(c.state, "g", "in", 0) and not t.unstable(c.state, "g", "in", 1)
+    entries = c.txn_pending("g")
+    more, settled = c.txn_settle("g", t.ended_by_end_txn(entries, 7, 0), [])
+    assert settled == 1 and c.committed_offsets("g")[("in", 0)].offset == 5
+    assert c.txn_pending("g") == []
+    replayed = core()
+    for record in fx.records + more.records:
+        replayed.replay(record)
+    replayed.finish_loading(0)
+    assert replayed.committed_offsets("g") == c.committed_offsets("g")
+    assert replayed.txn_pending("g") == []
+
+
+def test_abort_drops_and_zombie_is_refused() -> None:
+    c = core()
+    c.txn_stage(commit(5, epoch=1), 0)
+    assert c.txn_check(commit(6, epoch=0)) is E.invalid_producer_epoch
+    c.txn_settle("g", [], c.txn_pending("g"))
+    assert c.committed_offsets("g") == {} and c.txn_pending("g") == []
+
+
+def test_fencing_and_witness() -> None:
+    c = core()
+    c.txn_stage(commit(5, epoch=0), 0)
+    c.txn_stage(commit(8, epoch=0), 0)
+    entries = c.txn_pending("g")
+    assert t.ended_by_fencing(entries, "tx", 7, 0) == []
+    ended = t.ended_by_fencing(entries, "tx", 7, 1)
+    assert len(ended) == 2
+    committed = t.witnessed(ended, {("in", 0): 5})
+    assert [v.offset for _, v in committed] == [5]
+    # The newer staging (8) is not shown committed: dropped; 5 becomes the offset.
+    c.txn_settle("g", committed, [e for e in ended if e not in committed])
+    assert c.committed_offsets("g")[("in", 0)].offset == 5 and c.txn_pending("g") == []
+
+
+def test_stale_generation_is_illegal() -> None:
+    c = core()
+    assert c.txn_check(commit(5, generation=3)) is E.illegal_generation
