@@ -1,0 +1,773 @@
+"""The KIP-848 consumer-group coordinator: ConsumerGroupHeartbeat (API 68) as Kafka 4.x's
+GroupMetadataManager does it, for groups of consumer-protocol members.
+
+`heartbeat(request, now_ms)` -> ConsumerResult(response, records, events). A heartbeat:
+1. is checked (GroupCoordinatorService's request checks, then the group, the member, its epoch
+   and instance id); a refusal is an error response with no records;
+2. creates or updates the member; the group epoch is bumped when the member is new, its topic
+   names or regex changed, a regex resolves to other topics, or the group's metadata hash
+   (KIP-1101: the Murmur3/XXH3 topic hashes of coordinator.core.topichash) changed;
+3. recomputes the target assignment when the group epoch is ahead of the assignment epoch --
+   and only then: membership, subscriptions and topic metadata all reach the assignor through a
+   group epoch bump, so an unchanged group is never reassigned;
+4. reconciles the member toward its target (coordinator.core.consumer.reconcile): revocation
+   first, a partition is given only once its previous holder released it.
+`expire(now_ms)` fences members whose session timeout (the server's, 45 s by default) or
+rebalance timeout (the member's, while it has partitions to revoke) passed. Leaving (epoch -1)
+fences at once; a static member leaving with -2 keeps its partitions for its session timeout,
+and a new member id with the same instance id takes its place and its assignment.
+
+Invariants:
+- Every change to a group is a record, replayed at once by `replay` (the live groups are the
+  replay of the records returned so far); a refused request emits nothing. Soft state (timers,
+  refresh flags, the topic-hash cache) is rebuilt by `finish_loading`.
+- A heartbeat is all-or-nothing: every check that can refuse it runs before its first record.
+
+Where we differ from Kafka 4.1 on purpose:
+- Regexes are resolved in the heartbeat that needs them (a new regex, or after a topic was
+  created or deleted), not by a background task followed by another epoch bump: a regex member
+  gets its partitions one heartbeat sooner. Only a change of the resolved topics is written.
+  Topics are not filtered by DESCRIBE ACLs here (the shell may filter the catalog).
+- Members may rejoin with epoch 0 while the coordinator still knows them (KAFKA-19233, Kafka
+  4.3), and a full group still admits its static members' rejoins (KAFKA-20601, Kafka 4.3).
+- Ties Kafka leaves to HashMap order (preferred assignor, member order in assignors) are broken
+  by name.
+
+Pure: no I/O, no clock (time is an argument; wall time = now_ms + epoch_offset_ms).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Iterable
+
+from coordinator.core.consumer.assignors import ASSIGNORS, GroupSpec, MemberSpec
+from coordinator.core.consumer.messages import (
+    ConsumerEvent,
+    ConsumerGroupConfig,
+    ConsumerGroupDescription,
+    ConsumerGroupHeartbeat,
+    ConsumerMemberDescription,
+    ConsumerResult,
+    GroupEpochBumped,
+    HeartbeatResponse,
+    MemberRemoved,
+    TargetAssignmentComputed,
+)
+from coordinator.core.consumer.model import (
+    EMPTY_PARTITIONS,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    ConsumerGroupState,
+    MemberState,
+    PartitionMap,
+    to_topic_partitions,
+)
+from coordinator.core.consumer.reconcile import reconcile
+from coordinator.core.consumer.record_helpers import (
+    current_assignment_record,
+    remove_member_records,
+    subscription_record,
+    target_record,
+)
+from coordinator.core.consumer.records import (
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupRecord,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    TopicPartitions,
+)
+from coordinator.core.consumer.regex import InvalidRegex, compile_regex, resolve
+from coordinator.core.consumer.replay import replay
+from coordinator.core.consumer.timers import MemberTimers, TimerKind
+from coordinator.core.messages import ErrorCode
+from coordinator.core.topichash import TopicHashCache
+from coordinator.core.topics import TopicCatalog
+
+__all__ = ["ConsumerGroupCoordinator"]
+
+_NO_TOPICS: frozenset[str] = frozenset()
+
+
+class _Refused(Exception):
+    """Kafka's ApiException: caught in `heartbeat` and turned into the response's error."""
+
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+class _Op:
+    """The records and events of one call; each record is replayed as it is emitted."""
+
+    __slots__ = ("events", "groups", "records")
+
+    def __init__(self, groups: dict[str, ConsumerGroup]) -> None:
+        self.groups = groups
+        self.records: list[ConsumerGroupRecord] = []
+        self.events: list[ConsumerEvent] = []
+
+    def emit(self, record: ConsumerGroupRecord) -> None:
+        self.records.append(record)
+        replay(self.groups, record)
+
+    def result(self, response: HeartbeatResponse | None) -> ConsumerResult:
+        return ConsumerResult(response, tuple(self.records), tuple(self.events))
+
+
+class ConsumerGroupCoordinator:
+    """The consumer groups of one coordinator, their timers and their topic-hash cache."""
+
+    __slots__ = (
+        "_hashed_topics",
+        "_hashes",
+        "_new_member_id",
+        "_refresh_metadata",
+        "_refresh_regexes",
+        "_topics_version",
+        "catalog",
+        "config",
+        "epoch_offset_ms",
+        "groups",
+        "timers",
+    )
+
+    def __init__(
+        self,
+        config: ConsumerGroupConfig,
+        catalog: TopicCatalog,
+        new_member_id: Callable[[], str],
+        epoch_offset_ms: int = 0,
+    ) -> None:
+        unknown = [a for a in config.assignors if a not in ASSIGNORS]
+        if not config.assignors or unknown:
+            raise ValueError(f"unknown consumer group assignors {unknown}: use {list(ASSIGNORS)}")
+        self.config = config
+        self.catalog = catalog
+        self.epoch_offset_ms = epoch_offset_ms
+        self.groups: dict[str, ConsumerGroup] = {}
+        self.timers = MemberTimers()
+        self._new_member_id = new_member_id  # v0 only: Kafka's Uuid.randomUuid().toString()
+        # Our own cache over the shared catalog: its topic -> groups index is for consumer groups.
+        self._hashes = TopicHashCache(catalog, config.topic_hash)
+        self._hashed_topics: dict[str, frozenset[str]] = {}
+        self._refresh_metadata: set[str] = set()  # recompute the metadata hash on next heartbeat
+        self._refresh_regexes: set[str] = set()  # re-resolve the regexes on next heartbeat
+        self._topics_version = 0  # topic changes seen: the version of resolved regexes
+
+    # -- API 68 ---------------------------------------------------------------------------------
+
+    def heartbeat(self, request: ConsumerGroupHeartbeat, now_ms: int) -> ConsumerResult:
+        refused = self._request_error(request)
+        if refused is not None:
+            return ConsumerResult(HeartbeatResponse(refused.error, refused.message))
+        op = _Op(self.groups)
+        try:
+            if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                response = self._leave(op, request)
+            else:
+                response = self._heartbeat(op, request, now_ms)
+        except _Refused as e:
+            assert not op.records, "a refusal after a record: the checks must come first"
+            return ConsumerResult(HeartbeatResponse(e.error, e.message))
+        return op.result(response)
+
+    def _request_error(self, req: ConsumerGroupHeartbeat) -> _Refused | None:
+        """GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid, in order."""
+        epoch = req.member_epoch
+        if (req.api_version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and not (
+            req.member_id
+        ):
+            return _Refused(ErrorCode.invalid_request, "MemberId can't be empty.")
+        if not req.group_id:
+            return _Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
+        if req.instance_id == "":
+            return _Refused(ErrorCode.invalid_request, "InstanceId can't be empty.")
+        if req.rack_id == "":
+            return _Refused(ErrorCode.invalid_request, "RackId can't be empty.")
+        if epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                return _Refused(
+                    ErrorCode.invalid_request,
+                    "RebalanceTimeoutMs must be provided in first request.",
+                )
+            if req.topic_partitions is None or req.topic_partitions:
+                return _Refused(
+                    ErrorCode.invalid_request, "TopicPartitions must be empty when (re-)joining."
+                )
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                return _Refused(
+                    ErrorCode.invalid_request,
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+                    "(re-)joining.",
+                )
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if req.instance_id is None:
+                return _Refused(ErrorCode.invalid_request, "InstanceId can't be null.")
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            return _Refused(ErrorCode.invalid_request, "MemberEpoch is invalid.")
+        if req.server_assignor is not None and req.server_assignor not in self.config.assignors:
+            return _Refused(
+                ErrorCode.unsupported_assignor,
+                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.config.assignors)}.",
+            )
+        return None
+
+    # -- a regular heartbeat ----------------------------------------------------------------------
+
+    def _heartbeat(self, op: _Op, req: ConsumerGroupHeartbeat, now_ms: int) -> HeartbeatResponse:
+        # Phase 1: every check (nothing emitted yet).
+        joining = req.member_epoch == 0
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if not joining:
+                raise _Refused(
+                    ErrorCode.group_id_not_found, f"Consumer group {req.group_id} not found."
+                )
+            group = ConsumerGroup(req.group_id)
+        self._check_not_full(group, req)
+        member_id = req.member_id or self._new_member_id()
+        member, replaced = self._member_for(group, req, member_id, joining)
+        updated = _updated_member(member, req)
+        old_regex, new_regex = member.subscribed_topic_regex, updated.subscribed_topic_regex
+        old_regex_members = group.regex_counts.get(old_regex, 0)
+        new_regex_members = group.regex_counts.get(new_regex, 0)
+        if old_regex != new_regex and new_regex and new_regex_members == 0:
+            try:
+                compile_regex(new_regex)
+            except InvalidRegex as e:
+                raise _Refused(ErrorCode.invalid_regular_expression, str(e)) from None
+        if member.state is MemberState.UNKNOWN and (
+            req.topic_partitions is None or req.topic_partitions
+        ):
+            raise _Refused(
+                ErrorCode.fenced_member_epoch,
+                "The consumer group member is in a unknown state. The member must abandon "
+                "all its partitions and rejoin.",
+            )
+
+        # Phase 2: records, each applied as it is emitted.
+        group = self.groups.setdefault(req.group_id, group)
+        gid = group.group_id
+        if replaced is not None:
+            self._replace_static_member(op, group, replaced, member)
+        bump = group.group_epoch == 0
+        if member_id not in group.members or not updated.same_metadata(member):
+            op.emit(subscription_record(gid, updated))
+            bump |= updated.subscribed_topic_names != member.subscribed_topic_names
+        bump |= self._update_regexes(
+            op, group, old_regex, new_regex, old_regex_members, new_regex_members, now_ms
+        )
+        group_epoch = group.group_epoch
+        if bump or gid in self._refresh_metadata:
+            group_epoch = self._update_metadata(op, group, bump)
+        if group_epoch > group.assignment_epoch:
+            self._update_target_assignment(op, group, group_epoch)
+        target = group.target_assignment.get(member_id, EMPTY_PARTITIONS)
+
+        current = group.members[member_id]
+        if not current.is_reconciled_to(group.assignment_epoch):
+            reconciled = reconcile(
+                current,
+                group.assignment_epoch,
+                target,
+                group.current_partition_epoch,
+                req.topic_partitions,
+            )
+            if reconciled != current:
+                op.emit(current_assignment_record(gid, reconciled))
+                if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+                    self.timers.schedule(
+                        TimerKind.REBALANCE,
+                        gid,
+                        member_id,
+                        now_ms + reconciled.rebalance_timeout_ms,
+                        reconciled.member_epoch,
+                    )
+                else:
+                    self.timers.cancel(TimerKind.REBALANCE, gid, member_id)
+        final = group.members[member_id]
+        self.timers.schedule(
+            TimerKind.SESSION, gid, member_id, now_ms + self.config.session_timeout_ms
+        )
+
+        # The assignment is sent on a join, on a full request (every optional field present,
+        # as after an error), or when it changed (Kafka's consumerGroupHeartbeat).
+        full = (
+            req.rebalance_timeout_ms != -1
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+            and req.topic_partitions is not None
+        )
+        send_assignment = joining or full or final.assigned_partitions != member.assigned_partitions
+        return HeartbeatResponse(
+            ErrorCode.none,
+            member_id=member_id,
+            member_epoch=final.member_epoch,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            assignment=to_topic_partitions(final.assigned_partitions) if send_assignment else None,
+        )
+
+    def _check_not_full(self, group: ConsumerGroup, req: ConsumerGroupHeartbeat) -> None:
+        if req.instance_id is not None and req.instance_id in group.static_members:
+            return  # a static member's rejoin does not grow the group (KAFKA-20601)
+        if len(group.members) >= self.config.max_size and (
+            not req.member_id or req.member_id not in group.members
+        ):
+            raise _Refused(
+                ErrorCode.group_max_size_reached,
+                f"The consumer group has reached its maximum capacity of "
+                f"{self.config.max_size} members.",
+            )
+
+    def _member_for(
+        self, group: ConsumerGroup, req: ConsumerGroupHeartbeat, member_id: str, joining: bool
+    ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
+        """The member the heartbeat is for, and the static member it replaces (if any)."""
+        if req.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if not joining:
+                    raise _Refused(
+                        ErrorCode.unknown_member_id,
+                        f"Member {member_id} is not a member of group {group.group_id}.",
+                    )
+                return ConsumerGroupMember(member_id), None
+            _check_epoch(member, req)
+            return member, None
+        existing = group.static_member(req.instance_id)
+        if joining:
+            if existing is None:
+                return group.members.get(member_id) or ConsumerGroupMember(member_id), None
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise _Refused(
+                    ErrorCode.unreleased_instance_id,
+                    f"Static member {member_id} with instance id {req.instance_id} cannot join "
+                    f"the group because the instance id is owned by {existing.member_id} member.",
+                )
+            # The new member id takes the departed static member's place and assignment.
+            copy = dataclasses.replace(
+                existing, member_id=member_id, member_epoch=0, previous_member_epoch=0
+            )
+            return copy, existing
+        if existing is None:
+            raise _Refused(
+                ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown."
+            )
+        if existing.member_id != member_id:
+            raise _Refused(
+                ErrorCode.fenced_instance_id,
+                f"Static member {member_id} with instance id {req.instance_id} was fenced by "
+                f"member {existing.member_id}.",
+            )
+        _check_epoch(existing, req)
+        return existing, None
+
+    def _replace_static_member(
+        self, op: _Op, group: ConsumerGroup, old: ConsumerGroupMember, new: ConsumerGroupMember
+    ) -> None:
+        """Kafka's replaceMember: the old id's three tombstones, then the new id with the old
+        target assignment and current assignment (epoch 0)."""
+        gid = group.group_id
+        target = group.target_assignment.get(old.member_id, EMPTY_PARTITIONS)
+        for record in remove_member_records(gid, old.member_id):
+            op.emit(record)
+        op.emit(subscription_record(gid, new))
+        op.emit(target_record(gid, new.member_id, target))
+        op.emit(current_assignment_record(gid, new))
+        if old.member_id != new.member_id:
+            self.timers.cancel_member(gid, old.member_id)
+        op.events.append(MemberRemoved(gid, old.member_id, "static_replaced"))
+
+    def _update_regexes(
+        self,
+        op: _Op,
+        group: ConsumerGroup,
+        old_regex: str,
+        new_regex: str,
+        old_regex_members: int,
+        new_regex_members: int,
+        now_ms: int,
+    ) -> bool:
+        """Kafka's maybeUpdateRegularExpressions, resolving at once (see the module docstring).
+        The counts are the group's before this heartbeat. Returns whether to bump the epoch."""
+        gid = group.group_id
+        bump = False
+        to_resolve: set[str] = set()
+        if old_regex != new_regex:
+            if old_regex and old_regex_members == 1:
+                op.emit(
+                    ConsumerGroupRecord(ConsumerGroupRegularExpressionKey(gid, old_regex), None)
+                )
+            if new_regex:
+                if new_regex_members == 0:
+                    to_resolve.add(new_regex)
+                else:
+                    bump = new_regex in group.resolved_regexes
+            elif old_regex:
+                bump = True
+        if gid in self._refresh_regexes:
+            self._refresh_regexes.discard(gid)
+            to_resolve |= set(group.regex_counts)
+        names = [t.name for t in self.catalog] if to_resolve else []
+        for regex in sorted(to_resolve):
+            if regex not in group.regex_counts:
+                continue
+            topics = resolve(regex, names)
+            old = group.resolved_regexes.get(regex)
+            if old is not None and old.topics == topics:
+                continue
+            bump |= topics != (old.topics if old is not None else _NO_TOPICS)
+            value = ConsumerGroupRegularExpressionValue(
+                tuple(sorted(topics)), self._topics_version, now_ms + self.epoch_offset_ms
+            )
+            op.emit(ConsumerGroupRecord(ConsumerGroupRegularExpressionKey(gid, regex), value))
+        return bump
+
+    def _update_metadata(self, op: _Op, group: ConsumerGroup, bump: bool) -> int:
+        """Kafka's updateSubscriptionMetadata: the group's metadata hash over its subscribed
+        topics (KIP-1101); bump the epoch when asked to or when the hash changed."""
+        gid = group.group_id
+        metadata_hash = self._group_hash(group)
+        bump |= metadata_hash != group.metadata_hash
+        epoch = group.group_epoch
+        if bump:
+            epoch += 1
+            op.emit(
+                ConsumerGroupRecord(
+                    ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(epoch, metadata_hash)
+                )
+            )
+            op.events.append(GroupEpochBumped(gid, epoch, metadata_hash))
+        self._refresh_metadata.discard(gid)
+        if group.has_subscription_metadata_record:  # pre-4.1 record: superseded by the hash
+            op.emit(ConsumerGroupRecord(ConsumerGroupPartitionMetadataKey(gid), None))
+        return epoch
+
+    def _group_hash(self, group: ConsumerGroup) -> int:
+        topics = frozenset(group.subscribed_topic_names())
+        gid = group.group_id
+        self._hashes.subscribe(gid, self._hashed_topics.get(gid, _NO_TOPICS), topics)
+        self._hashed_topics[gid] = topics
+        return self._hashes.group_hash(topics)
+
+    def _update_target_assignment(self, op: _Op, group: ConsumerGroup, group_epoch: int) -> None:
+        """Kafka's TargetAssignmentBuilder: run the group's assignor over every member, write
+        the members whose target changed, then the new assignment epoch."""
+        gid = group.group_id
+        assignor_name = group.preferred_server_assignor(self.config.assignors)
+        counts: dict[uuid.UUID, int] = {}
+        specs: dict[str, MemberSpec] = {}
+        for mid in sorted(group.members):
+            m = group.members[mid]
+            ids = set()
+            for name in group.member_topics(m):
+                info = self.catalog.get(name)
+                if info is not None:  # Kafka's TopicIds: unknown names are left out
+                    ids.add(info.topic_id)
+                    counts[info.topic_id] = info.partitions
+            specs[mid] = MemberSpec(
+                mid,
+                m.instance_id,
+                m.rack_id,
+                frozenset(ids),
+                group.target_assignment.get(mid, EMPTY_PARTITIONS),
+            )
+        spec = GroupSpec(specs, group.subscription_type(), counts)
+        result = ASSIGNORS[assignor_name].assign(spec)
+        changed = 0
+        for mid in specs:
+            new = result.get(mid, EMPTY_PARTITIONS)
+            old = group.target_assignment.get(mid)
+            if old is None or new != old:
+                changed += 1
+                op.emit(target_record(gid, mid, new))
+        op.emit(
+            ConsumerGroupRecord(
+                ConsumerGroupTargetAssignmentMetadataKey(gid),
+                ConsumerGroupTargetAssignmentMetadataValue(group_epoch),
+            )
+        )
+        op.events.append(
+            TargetAssignmentComputed(gid, group_epoch, assignor_name, len(specs), changed)
+        )
+
+    # -- leaving and fencing ----------------------------------------------------------------------
+
+    def _leave(self, op: _Op, req: ConsumerGroupHeartbeat) -> HeartbeatResponse:
+        """Kafka's consumerGroupLeave: -1 removes the member; -2 (static only) keeps it, and
+        its partitions, at epoch -2 until it rejoins or its session times out."""
+        group = self.groups.get(req.group_id)
+        if group is None:
+            raise _Refused(
+                ErrorCode.group_id_not_found, f"Consumer group {req.group_id} not found."
+            )
+        left = HeartbeatResponse(
+            ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch
+        )
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise _Refused(
+                    ErrorCode.unknown_member_id,
+                    f"Member {req.member_id} is not a member of group {group.group_id}.",
+                )
+            self._fence(op, group, [member], "left")
+            return left
+        member = group.static_member(req.instance_id)
+        if member is None:
+            raise _Refused(
+                ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown."
+            )
+        if member.member_id != req.member_id:
+            raise _Refused(
+                ErrorCode.fenced_instance_id,
+                f"Static member {req.member_id} with instance id {req.instance_id} was fenced "
+                f"by member {member.member_id}.",
+            )
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            leaving = dataclasses.replace(
+                member,
+                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                partitions_pending_revocation=EMPTY_PARTITIONS,
+            )
+            op.emit(current_assignment_record(group.group_id, leaving))
+            return HeartbeatResponse(
+                ErrorCode.none,
+                member_id=member.member_id,
+                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+            )
+        self._fence(op, group, [member], "left")
+        return left
+
+    def _fence(
+        self, op: _Op, group: ConsumerGroup, members: list[ConsumerGroupMember], reason: str
+    ) -> None:
+        """Kafka's consumerGroupFenceMembers: the members' tombstones, the tombstones of the
+        regexes only they used, and a group epoch bump (always, even when the group empties)."""
+        if not members:
+            return
+        gid = group.group_id
+        regex_users: dict[str, int] = {}
+        for m in members:
+            if m.subscribed_topic_regex:
+                regex_users[m.subscribed_topic_regex] = (
+                    regex_users.get(m.subscribed_topic_regex, 0) + 1
+                )
+        dropped = [r for r, n in sorted(regex_users.items()) if group.regex_counts.get(r) == n]
+        for m in members:
+            for record in remove_member_records(gid, m.member_id):
+                op.emit(record)
+            self.timers.cancel_member(gid, m.member_id)
+            op.events.append(MemberRemoved(gid, m.member_id, reason))
+        for regex in dropped:
+            op.emit(ConsumerGroupRecord(ConsumerGroupRegularExpressionKey(gid, regex), None))
+        metadata_hash = self._group_hash(group)
+        epoch = group.group_epoch + 1
+        op.emit(
+            ConsumerGroupRecord(
+                ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(epoch, metadata_hash)
+            )
+        )
+        op.events.append(GroupEpochBumped(gid, epoch, metadata_hash))
+
+    # -- timers ---------------------------------------------------------------------------------
+
+    def expire(self, now_ms: int) -> ConsumerResult:
+        """Fence the members whose session timeout, or rebalance timeout at the epoch it was
+        set for, is due at `now_ms`."""
+        op = _Op(self.groups)
+        for due in self.timers.pop_due(now_ms):
+            group = self.groups.get(due.group_id)
+            member = None if group is None else group.members.get(due.member_id)
+            if group is None or member is None:
+                continue
+            if due.kind is TimerKind.SESSION:
+                self._fence(op, group, [member], "session_expired")
+            elif member.member_epoch == due.epoch:
+                self._fence(op, group, [member], "rebalance_timeout")
+        return op.result(None)
+
+    def next_deadline_ms(self) -> int | None:
+        return self.timers.next_deadline_ms()
+
+    # -- topics (KIP-1101) ------------------------------------------------------------------------
+
+    def topic_changed(self, name: str) -> None:
+        """A topic was created, changed (partitions, racks) or deleted in the catalog: the
+        groups reading it recompute their metadata hash on their next heartbeat (Kafka's
+        requestMetadataRefresh), and groups with regexes re-resolve them."""
+        self._hashes.invalidate(name)
+        self._topics_version += 1
+        for gid, group in self.groups.items():
+            if group.regex_counts:
+                self._refresh_regexes.add(gid)
+            if name in self._hashed_topics.get(gid, _NO_TOPICS) or (
+                name in group.subscribed_topic_names()
+            ):
+                self._refresh_metadata.add(gid)
+
+    # -- loading --------------------------------------------------------------------------------
+
+    def replay(self, record: ConsumerGroupRecord) -> None:
+        """Apply a record read from the log (coordinator.core.consumer.replay)."""
+        replay(self.groups, record)
+
+    def finish_loading(self, now_ms: int) -> None:
+        """After replay: every member gets a fresh session timeout, members with partitions to
+        revoke a fresh rebalance timeout (Kafka's onLoaded), and every group re-checks its
+        metadata hash and regexes on its next heartbeat (topics may have changed meanwhile)."""
+        for gid, group in self.groups.items():
+            for mid, m in group.members.items():
+                deadline = now_ms + self.config.session_timeout_ms
+                self.timers.schedule(TimerKind.SESSION, gid, mid, deadline)
+                if m.state is MemberState.UNREVOKED_PARTITIONS:
+                    self.timers.schedule(
+                        TimerKind.REBALANCE,
+                        gid,
+                        mid,
+                        now_ms + m.rebalance_timeout_ms,
+                        m.member_epoch,
+                    )
+            self._refresh_metadata.add(gid)
+            if group.regex_counts:
+                self._refresh_regexes.add(gid)
+
+    # -- admin ----------------------------------------------------------------------------------
+
+    def delete_group(self, group_id: str) -> tuple[ErrorCode, tuple[ConsumerGroupRecord, ...]]:
+        """DeleteGroups: an Empty group's tombstones (Kafka's createGroupTombstoneRecords);
+        its offsets are the caller's."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found, ()
+        if group.members:
+            return ErrorCode.non_empty_group, ()
+        op = _Op(self.groups)
+        for regex in sorted(group.resolved_regexes):
+            op.emit(ConsumerGroupRecord(ConsumerGroupRegularExpressionKey(group_id, regex), None))
+        op.emit(ConsumerGroupRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id), None))
+        if group.has_subscription_metadata_record:
+            op.emit(ConsumerGroupRecord(ConsumerGroupPartitionMetadataKey(group_id), None))
+        op.emit(ConsumerGroupRecord(ConsumerGroupMetadataKey(group_id), None))
+        self._hashes.subscribe(group_id, self._hashed_topics.pop(group_id, _NO_TOPICS), _NO_TOPICS)
+        self._refresh_metadata.discard(group_id)
+        self._refresh_regexes.discard(group_id)
+        return ErrorCode.none, tuple(op.records)
+
+    def state_of(self, group_id: str) -> ConsumerGroupState:
+        group = self.groups.get(group_id)
+        return ConsumerGroupState.DEAD if group is None else group.state
+
+    def list_groups(self) -> list[tuple[str, ConsumerGroupState]]:
+        """(group id, state) of every consumer group, for ListGroups (type "consumer")."""
+        return [(gid, g.state) for gid, g in sorted(self.groups.items())]
+
+    def describe(self, group_id: str) -> ConsumerGroupDescription | None:
+        """ConsumerGroupDescribe (API 69): None = GROUP_ID_NOT_FOUND."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        members = tuple(
+            ConsumerMemberDescription(
+                m.member_id,
+                m.instance_id,
+                m.rack_id,
+                m.member_epoch,
+                m.state,
+                m.client_id,
+                m.client_host,
+                tuple(sorted(m.subscribed_topic_names)),
+                m.subscribed_topic_regex or None,
+                to_topic_partitions(m.assigned_partitions),
+                to_topic_partitions(group.target_assignment.get(mid, EMPTY_PARTITIONS)),
+            )
+            for mid, m in sorted(group.members.items())
+        )
+        return ConsumerGroupDescription(
+            group_id,
+            group.state,
+            group.group_epoch,
+            group.assignment_epoch,
+            group.preferred_server_assignor(self.config.assignors),
+            members,
+        )
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _check_epoch(member: ConsumerGroupMember, req: ConsumerGroupHeartbeat) -> None:
+    """Kafka's throwIfConsumerGroupMemberEpochIsInvalid. Epoch 0 always passes (a rejoin,
+    KAFKA-19233); the previous epoch passes when the member owns a subset of its assignment
+    (the response that bumped its epoch was lost)."""
+    received = req.member_epoch
+    if received == 0:
+        return
+    if received > member.member_epoch or (
+        received < member.member_epoch
+        and (
+            received != member.previous_member_epoch
+            or not _is_subset(req.topic_partitions, member.assigned_partitions)
+        )
+    ):
+        raise _Refused(
+            ErrorCode.fenced_member_epoch,
+            f"The consumer group member has a {'greater' if received > member.member_epoch else 'smaller'} "  # noqa: E501
+            f"member epoch ({received}) than the one known by the group coordinator "
+            f"({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
+
+
+def _is_subset(owned: tuple[TopicPartitions, ...] | None, assigned: PartitionMap) -> bool:
+    if owned is None:
+        return False
+    for tp in owned:
+        partitions = assigned.get(tp.topic_id)
+        if partitions is None or not partitions.issuperset(tp.partitions):
+            return False
+    return True
+
+
+def _updated_member(
+    member: ConsumerGroupMember, req: ConsumerGroupHeartbeat
+) -> ConsumerGroupMember:
+    """The request's non-null fields over the member (Kafka's maybeUpdate* builders)."""
+    return dataclasses.replace(
+        member,
+        instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+        rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+        rebalance_timeout_ms=(
+            req.rebalance_timeout_ms
+            if req.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms
+        ),
+        server_assignor=(
+            req.server_assignor if req.server_assignor is not None else member.server_assignor
+        ),
+        subscribed_topic_names=(
+            frozenset(req.subscribed_topic_names)
+            if req.subscribed_topic_names is not None
+            else member.subscribed_topic_names
+        ),
+        subscribed_topic_regex=(
+            req.subscribed_topic_regex
+            if req.subscribed_topic_regex is not None
+            else member.subscribed_topic_regex
+        ),
+        client_id=req.client_id,
+        client_host=req.client_host,
+    )
+
+
+def iter_records(results: Iterable[ConsumerResult]) -> list[ConsumerGroupRecord]:
+    """Every record of a sequence of results, in order (for loading tests and tools)."""
+    return [r for result in results for r in result.records]

@@ -1,0 +1,92 @@
+"""Regex subscriptions: RE2-compatible validation, resolution, and what a regex change triggers."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from coordinator.core.consumer.records import ConsumerGroupRegularExpressionKey
+from coordinator.core.consumer.regex import InvalidRegex, compile_regex, resolve
+from coordinator.core.topics import TopicInfo
+from tests.core.test_consumer_support import Harness, snapshot
+
+
+@pytest.mark.parametrize(
+    "regex",
+    [r"(a)\1", r"(?P<x>a)(?P=x)", r"\k<x>", "a(?=b)", "a(?!b)", "(?<=a)b", "(?<!a)b",
+     "(?>ab)", "a*+", "a++", "a?+", "a{2}+", r"a\Z", "(?x)a", "(?(1)a|b)", "(?#c)a", "(a"],
+)  # fmt: skip
+def test_constructs_re2_rejects_are_invalid(regex: str) -> None:
+    with pytest.raises(InvalidRegex):
+        compile_regex(regex)
+
+
+@pytest.mark.parametrize(
+    "regex", ["orders", "ord.*", "(?i)ORDERS", "[a-z]+", r"a\+", "[+*]+", "a{1,3}", "(?P<n>x)"]
+)
+def test_re2_compatible_regexes_compile(regex: str) -> None:
+    compile_regex(regex)
+
+
+def test_the_whole_name_must_match() -> None:
+    names = ["orders", "orders-eu", "my-orders"]
+    assert resolve("orders.*", names) == {"orders", "orders-eu"}
+    assert resolve("orders", names) == {"orders"}
+
+
+def test_regex_member_gets_the_matching_topics_and_new_ones() -> None:
+    h = Harness()
+    a = h.client("a", topics=None, regex="(orders|pay.*)")
+    h.settle()
+    assert a.owned_set() == h.partitions_of("orders", "payments")
+    keys = [r.key for r in h.records if isinstance(r.key, ConsumerGroupRegularExpressionKey)]
+    assert keys == [ConsumerGroupRegularExpressionKey("g", "(orders|pay.*)")]
+    epoch = h.group.group_epoch
+    h.catalog.put(TopicInfo("payouts", uuid.UUID(int=77), 2))
+    h.core.topic_changed("payouts")
+    h.settle()
+    assert h.group.group_epoch == epoch + 1
+    assert a.owned_set() == h.partitions_of("orders", "payments", "payouts")
+    h.catalog.remove("payouts")
+    h.core.topic_changed("payouts")
+    h.settle()
+    assert a.owned_set() == h.partitions_of("orders", "payments")
+    assert snapshot(h.replayed()["g"]) == snapshot(h.group)
+
+
+def test_regex_and_names_members_share_a_group() -> None:
+    h = Harness()
+    a = h.client("a", topics=None, regex="orders")
+    b = h.client("b", topics=("orders", "payments"))
+    h.settle()
+    assert a.owned_set() | b.owned_set() == h.partitions_of("orders", "payments")
+    assert not (a.owned_set() & h.partitions_of("payments"))
+    h.check_invariants()
+
+
+def test_last_member_of_a_regex_leaving_deletes_its_resolution() -> None:
+    h = Harness()
+    a = h.client("a", topics=None, regex="orders")
+    h.client("b")
+    h.settle()
+    h.leave(a)
+    tombstones = [
+        r for r in h.records if isinstance(r.key, ConsumerGroupRegularExpressionKey) and not r.value
+    ]
+    assert len(tombstones) == 1 and not h.group.resolved_regexes
+
+
+def test_an_invalid_regex_is_refused_without_records() -> None:
+    h = Harness()
+    r = h.send(
+        member_id="a",
+        member_epoch=0,
+        rebalance_timeout_ms=1,
+        subscribed_topic_regex="(a)\\1",
+        topic_partitions=(),
+    )
+    assert r.error.name == "invalid_regular_expression" and "backreference" in (
+        r.error_message or ""
+    )
+    assert not h.records and "g" not in h.core.groups
