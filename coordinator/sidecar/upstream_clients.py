@@ -9,7 +9,8 @@ and the upstream's security (TLS, SASL: issue 22).
   scramp's client) before any request of theirs is sent.
 
 The model for forwarded client traffic (README "Sidecar mode"): clients talk to their own
-sidecar over the pod's loopback, PLAINTEXT; the sidecar reaches the cluster as one upstream
+sidecar over the pod's loopback (PLAINTEXT, or secured: README "Security"); the sidecar reaches
+the cluster as one upstream
 identity (--upstream-sasl-username), so that identity needs the ACLs of every application the
 sidecar fronts (READ/WRITE on their topics, the fleet's state topic and group).
 """
@@ -77,14 +78,19 @@ def client_options(
     bootstrap: str, security: UpstreamSecurity = PLAINTEXT, request_timeout_ms: int = 10_000
 ) -> dict[str, Any]:
     """Keyword arguments common to AIOKafkaProducer, AIOKafkaConsumer and AIOKafkaAdminClient."""
-    options: dict[str, Any] = {
+    return {
         "bootstrap_servers": bootstrap,
         "client_id": CLIENT_ID,
         "request_timeout_ms": request_timeout_ms,
         "retry_backoff_ms": 100,
         "metadata_max_age_ms": 30_000,
-        "security_protocol": security.protocol,
+        **security_options(security),
     }
+
+
+def security_options(security: UpstreamSecurity) -> dict[str, Any]:
+    """aiokafka's keyword arguments for `security` (also `groupcoord groups`' clients)."""
+    options: dict[str, Any] = {"security_protocol": security.protocol}
     if security.tls:
         options["ssl_context"] = security.ssl_context
     if security.sasl:

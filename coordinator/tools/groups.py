@@ -45,6 +45,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.serve.addresses import parse_host_port
 from coordinator.serve.status import FLEET_STATUSES
+from coordinator.tools import command_config
 from coordinator.tools import groups_render as render
 from coordinator.tools.groups_log import TP, ClusterLog, commit
 from coordinator.tools.groups_render import table
@@ -61,6 +62,7 @@ from coordinator.tools.groups_reset import (
     scope,
 )
 from coordinator.tools.groups_wire import (
+    SECURITY,
     GroupsError,
     GroupView,
     delete_groups,
@@ -449,6 +451,12 @@ def add_parser(sub: Any) -> None:
         "--timeout-ms", type=int, default=10_000, help="give up after (default: %(default)s)"
     )
     common.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    common.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties for a secured cluster, as Kafka's tools take them "
+        "(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location PEM)",
+    )
     groups_sub.add_parser("list", parents=[common], help="every group with its state and type")
 
     describe = groups_sub.add_parser(
@@ -548,6 +556,15 @@ def main(args: argparse.Namespace) -> int:
     ):
         print("groupcoord: name the groups (GROUP...) or give --all-groups", file=sys.stderr)
         return 2
+    if args.command_config:
+        warnings: list[str] = []
+        try:
+            SECURITY.set(command_config.load(args.command_config, warnings))
+        except command_config.CommandConfigError as exc:
+            print(f"groupcoord: {exc}", file=sys.stderr)
+            return 2
+        for warning in warnings:
+            print(f"groupcoord: {warning}", file=sys.stderr)
     # aiokafka logs its retries at WARNING; the commands report what matters in their own words.
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     timeout_s = args.timeout_ms / 1000

@@ -26,6 +26,7 @@ import io
 import struct
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -33,6 +34,12 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from coordinator.broker.answers import make
+from coordinator.sidecar.upstream_clients import (
+    PLAINTEXT,
+    UpstreamAuthError,
+    UpstreamSecurity,
+    authenticate,
+)
 from protocol import apis
 from protocol import consumer as consumer_protocol
 from protocol.varint import skip_tagged_fields
@@ -46,6 +53,9 @@ RETRIABLE = frozenset(
     }
 )
 T = TypeVar("T")
+# The cluster's security (--command-config: coordinator.tools.command_config), for every
+# connection of the command: set once by `groupcoord groups` before its event loop starts.
+SECURITY: ContextVar[UpstreamSecurity] = ContextVar("groups_security", default=PLAINTEXT)
 
 
 class GroupsError(Exception):
@@ -68,11 +78,25 @@ class KafkaConnection:
 
     @classmethod
     async def open(cls, host: str, port: int, timeout_s: float) -> KafkaConnection:
+        """Connected, over TLS and authenticated as SECURITY says, with the versions known."""
+        security = SECURITY.get()
+        context = security.ssl_context if security.tls else None
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(
+                    host, port, ssl=context, server_hostname=host if context else None
+                ),
+                timeout_s,
+            )
         except (OSError, TimeoutError) as exc:
             raise GroupsError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
         conn = cls(reader, writer)
+        if security.sasl:
+            try:
+                await authenticate(lambda request: conn._send(request, timeout_s), security)
+            except UpstreamAuthError as exc:
+                conn.close()
+                raise GroupsError(f"{host}:{port}: {exc}") from None
         # ApiVersions v0: every broker answers it, whatever it supports (KIP-511).
         response = await conn._call(apis.API_VERSIONS, 0, {}, timeout_s)
         if response.error_code != ErrorCode.none:
@@ -98,8 +122,11 @@ class KafkaConnection:
     async def _call(
         self, api_key: int, version: int, fields: dict[str, Any], timeout_s: float
     ) -> Any:
+        return await self._send(make(apis.request_class(api_key, version), **fields), timeout_s)
+
+    async def _send(self, request: Any, timeout_s: float) -> Any:
+        api_key, version = request.__api_key__, request.__version__
         self._correlation_id += 1
-        request = make(apis.request_class(api_key, version), **fields)
         buffer = io.BytesIO()
         flexible = apis.is_flexible(api_key, version)
         client_id = CLIENT_ID.encode()
