@@ -34,7 +34,7 @@ from coordinator.serve.journal import DiskJournal
 from coordinator.serve.runtime import Journal
 from coordinator.serve.secure import SecurityOptions, make_ssl_context
 from coordinator.serve.server import Server, ServerOptions
-from coordinator.sidecar import fleet
+from coordinator.sidecar import fleet, history_topic
 from coordinator.sidecar import proxy as sidecar
 from coordinator.sidecar.fleet_journal import FleetJournal
 from coordinator.tools import groups as groups_cli
@@ -216,7 +216,7 @@ async def serve(settings: Settings) -> None:
     server = Server(options, catalog, new_member_id, journal=journal)
     side = sidecar.from_settings(server, settings)  # --upstream: sidecar mode
     team = None if side is None else fleet.from_settings(server, side, settings)
-    recorder = history.HistoryRecorder.from_settings(settings)  # None with --no-history
+    recorder = _history_recorder(settings, team)  # None with --no-history
     if recorder is not None:
         recorder.attach(server.event_sinks)
     obs: http.Observability | None = None
@@ -253,6 +253,15 @@ async def serve(settings: Settings) -> None:
         signals.close()
 
 
+def _history_recorder(
+    settings: Settings, team: fleet.Fleet | None
+) -> history.HistoryRecorder | None:
+    """DATA_DIR/history, or in a fleet (whose pods keep nothing) the upstream's history topic."""
+    if team is not None:
+        return history_topic.from_settings(settings, team)
+    return history.HistoryRecorder.from_settings(settings)
+
+
 async def _start_http(
     server: Server,
     settings: Settings,
@@ -264,7 +273,7 @@ async def _start_http(
             server,
             settings.metrics_listen,
             per_group=settings.metrics_per_group,
-            history_dir=None if recorder is None else recorder.directory,
+            history_dir=None if recorder is None else recorder.readback_dir,
             ssl_context=context,
         )
     except OSError as exc:

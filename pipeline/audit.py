@@ -19,14 +19,21 @@ Output (each table a Parquet directory under `out`):
   leaves, churn (joins + leaves), abnormal leaves, distinct members, commits.
 - `report.html` (pipeline/report.py): self-contained, opens from the file system.
 
-Every table keeps `coordinator_id`: two coordinators may serve groups of the same name.
-Events are ordered by their log offset within a coordinator (timestamps can tie).
+Every table keeps `coordinator_id`: two coordinators may serve groups of the same name. A sidecar
+fleet is ONE coordinator (its history topic's id, pipeline/topic.py), whichever members wrote a
+group's events; `events`, `rebalances` and `member_sessions` also name the coordinator process
+that wrote the row (`written_by`: the member; for a history directory its coordinator).
+Events are ordered by their log offset within a coordinator (timestamps can tie): a segment's
+offsets, or the topic partition's, which holds all of a group's events.
+The input is history directories, a fleet's history topic (`topic_ranges`, planned on the driver
+by pipeline/topic.py's `plan`), or both: the tables are the same whatever the source.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -41,6 +48,7 @@ from pyspark.sql import functions as F
 from pipeline import report, report_data
 from pipeline.columns import ABNORMAL, KEY
 from pipeline.source import FORMAT, HistoryDataSource
+from pipeline.topic import TopicRange, ranges_to_json
 
 TABLES = ("events", "rebalances", "member_sessions", "group_daily")
 
@@ -99,12 +107,15 @@ def read_events(
     groups: list[str] | None = None,
     since_ms: int | None = None,
     until_ms: int | None = None,
+    topic_ranges: list[TopicRange] | None = None,
 ) -> DataFrame:
     reader = (
         spark.read.format(FORMAT)
         .option("paths", json.dumps([str(Path(p).resolve()) for p in paths]))
         .option("timezone", spark.conf.get("spark.sql.session.timeZone") or "UTC")
     )
+    if topic_ranges:
+        reader = reader.option("topic_ranges", ranges_to_json(topic_ranges))
     if groups:
         reader = reader.option("groups", json.dumps(sorted(set(groups))))
     if since_ms is not None:
@@ -151,6 +162,7 @@ def rebalances(events: DataFrame) -> DataFrame:
         "join_ms",
         "rebalance_ms",
         F.col("ts").alias("end"),
+        "written_by",
         # The trigger the completion records (null in history written before it did).
         F.col("member_id").alias("c_member_id"),
         F.col("group_instance_id").alias("c_instance"),
@@ -203,6 +215,7 @@ def rebalances(events: DataFrame) -> DataFrame:
             "members_before"
         ),
         F.col("members").alias("members_after"),
+        "written_by",
     )
     out = out.join(clients, [*KEY, "trigger_member_id"], "left")
     return out.select(
@@ -224,6 +237,7 @@ def rebalances(events: DataFrame) -> DataFrame:
         "restarts",
         "members_before",
         "members_after",
+        "written_by",
     )
 
 
@@ -235,6 +249,7 @@ def member_sessions(events: DataFrame) -> DataFrame:
         F.col("client_id").alias("j_client"),
         F.col("client_host").alias("j_host"),
         F.col("ts").alias("joined"),
+        F.col("written_by").alias("j_writer"),
     )
     left = events.filter(F.col("event") == "member_left").select(
         *member,
@@ -243,6 +258,7 @@ def member_sessions(events: DataFrame) -> DataFrame:
         F.col("client_host").alias("l_host"),
         F.col("ts").alias("left"),
         F.col("reason").alias("how_left"),
+        F.col("written_by").alias("l_writer"),
     )
     triggered = (
         events.filter((F.col("event") == "rebalance_started") & F.col("member_id").isNotNull())
@@ -261,6 +277,7 @@ def member_sessions(events: DataFrame) -> DataFrame:
         "how_left",
         (_ms("left") - _ms("joined")).alias("duration_ms"),
         F.coalesce("rebalances_triggered", F.lit(0)).alias("rebalances_triggered"),
+        F.coalesce("j_writer", "l_writer").alias("written_by"),
     )
 
 
@@ -335,6 +352,10 @@ def group_daily(events: DataFrame, rebalances: DataFrame, sessions: DataFrame) -
     return out.select(*day, *[F.coalesce(c, F.lit(0)).cast("long").alias(c) for c in counts])
 
 
+class NoEvents(Exception):
+    """The inputs (with the filters) hold no event."""
+
+
 @dataclass
 class AuditSummary:
     out: str
@@ -356,14 +377,29 @@ def run_audit(
     since_ms: int | None = None,
     until_ms: int | None = None,
     write_report: bool = True,
+    topic_ranges: list[TopicRange] | None = None,
+    inputs: list[str] | None = None,
+    require_events: bool = False,
 ) -> AuditSummary:
+    """`require_events`: no event read is NoEvents, and nothing stays written (the CLI's rule for
+    filters that match nothing, for a source it cannot check before Spark reads it)."""
     started = time.monotonic()
     out_dir = Path(out).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = {name: str(out_dir / name) for name in TABLES}
-    raw = read_events(spark, paths, groups=groups, since_ms=since_ms, until_ms=until_ms)
+    raw = read_events(
+        spark,
+        paths,
+        groups=groups,
+        since_ms=since_ms,
+        until_ms=until_ms,
+        topic_ranges=topic_ranges,
+    )
     raw.write.mode("overwrite").parquet(tables["events"])
     events = spark.read.parquet(tables["events"])
+    if require_events and events.isEmpty():
+        shutil.rmtree(tables["events"], ignore_errors=True)
+        raise NoEvents(tables["events"])
     rb = rebalances(events)
     rb.orderBy(*KEY, "end", "generation_id").write.mode("overwrite").parquet(tables["rebalances"])
     rb = spark.read.parquet(tables["rebalances"])
@@ -391,7 +427,7 @@ def run_audit(
             "since_ms": since_ms,
             "until_ms": until_ms,
         }
-        data["inputs"] = [str(Path(p).resolve()) for p in paths]
+        data["inputs"] = inputs or [str(Path(p).resolve()) for p in paths]
         path = out_dir / "report.html"
         path.write_text(report.render(data), encoding="utf-8")
         summary.report = str(path)

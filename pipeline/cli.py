@@ -2,11 +2,18 @@
 
     groupcoord audit --data-dir ./data [--data-dir ./other ...] --out ./audit
                      [--master local[*]] [--since 2024-05-01|24h] [--until ...] [--group G ...]
+    groupcoord audit --bootstrap-server kafka:9092 [--history-topic T] [--data-dir ...] ...
+
+The history is read from directories (--data-dir), from a sidecar fleet's history topic on its
+upstream cluster (--bootstrap-server; the offsets to read are chosen here, on the driver, before
+Spark starts: pipeline/topic.py), or both (their union).
 
 PySpark is imported only when the command runs, so the rest of groupcoord works without the
-`pipeline` extra. Exit codes: 0 done, 2 bad arguments or PySpark missing, 1 the job failed or
-the filters (--group, --since, --until) matched no event (then nothing is written: an empty
-report reads like a quiet history, not like a typo).
+`pipeline` extra. Exit codes: 0 done, 2 bad arguments, unreachable brokers or PySpark missing,
+1 the job failed or the filters (--group, --since, --until) matched no event (then nothing is
+written: an empty report reads like a quiet history, not like a typo). Directories are checked
+for a match before Spark starts; a topic only as Spark reads it (its events table is then
+removed again).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import re
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 _RELATIVE = re.compile(r"^(\d+)\s*(s|m|min|h|d|w)$")
@@ -63,7 +71,26 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="DIR",
         help="a coordinator's data dir, its history dir, or a directory above many "
-        "(repeatable; default ./data)",
+        "(repeatable; default ./data, unless --bootstrap-server is given)",
+    )
+    p.add_argument(
+        "--bootstrap-server",
+        default=None,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="a sidecar fleet's upstream cluster: read its history topic (PLAINTEXT)",
+    )
+    p.add_argument(
+        "--history-topic",
+        default=None,
+        metavar="TOPIC",
+        help="with --bootstrap-server: the fleet's --history-topic (__groupcoord_history)",
+    )
+    p.add_argument(
+        "--offsets-per-task",
+        default=250_000,
+        type=int,
+        metavar="N",
+        help="with --bootstrap-server: offsets of a topic partition read by one Spark task",
     )
     p.add_argument("--out", default="./audit", metavar="DIR", help="output directory (./audit)")
     p.add_argument(
@@ -99,10 +126,7 @@ def _filters_match_nothing(
     for ref in segments:
         for _ in segment_rows(ref, groups=groups, since_ms=since_ms, until_ms=until_ms):
             return None
-    shown = [f"--group {g}" for g in args.group or []]
-    shown += [f"--{name} {value}" for name in ("since", "until")
-              if (value := getattr(args, name)) is not None]  # fmt: skip
-    text = f"no event matches {' '.join(shown)} in {len(segments)} history segment(s)"
+    text = f"no event matches {_shown_filters(args)} in {len(segments)} history segment(s)"
     if not groups:
         return text + "; nothing written"
     present = sorted(
@@ -116,7 +140,40 @@ def _filters_match_nothing(
     return text + "; nothing written"
 
 
-def run(args: argparse.Namespace) -> int:
+def _filtered(args: argparse.Namespace, since_ms: int | None, until_ms: int | None) -> bool:
+    return bool(args.group) or since_ms is not None or until_ms is not None
+
+
+def _shown_filters(args: argparse.Namespace) -> str:
+    shown = [f"--group {g}" for g in args.group or []]
+    shown += [f"--{name} {value}" for name in ("since", "until")
+              if (value := getattr(args, name)) is not None]  # fmt: skip
+    return " ".join(shown)
+
+
+def _plan_topic(
+    args: argparse.Namespace, since_ms: int | None
+) -> tuple[list[Any] | None, str | None] | int:
+    """(the topic's ranges, the topic as the report names it), (None, None) without
+    --bootstrap-server, or the exit code (the brokers unreachable, the topic missing)."""
+    if not args.bootstrap_server:
+        return None, None
+    from pipeline.topic import TopicUnavailable, plan
+    from storage.history import HISTORY_TOPIC
+
+    topic = args.history_topic or HISTORY_TOPIC
+    try:  # before Spark starts, as for directories: one line, not a stack trace
+        ranges = plan(
+            args.bootstrap_server, topic, since_ms=since_ms, max_offsets=args.offsets_per_task
+        )
+    except TopicUnavailable as exc:
+        print(f"groupcoord audit: --bootstrap-server: {exc}", file=sys.stderr)
+        return 2
+    return ranges, f"topic {topic} on {args.bootstrap_server}"
+
+
+def _parse(args: argparse.Namespace) -> tuple[int | None, int | None, dict[str, str]] | int:
+    """(since_ms, until_ms, Spark conf), or the exit code of a bad argument."""
     try:
         since_ms = None if args.since is None else parse_time(args.since)
         until_ms = None if args.until is None else parse_time(args.until)
@@ -129,10 +186,25 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"groupcoord audit: {exc}", file=sys.stderr)
         return 2
+    problem = None
     if since_ms is not None and until_ms is not None and until_ms <= since_ms:
-        print("groupcoord audit: --until must be after --since", file=sys.stderr)
+        problem = "--until must be after --since"
+    elif args.history_topic and not args.bootstrap_server:
+        problem = "--history-topic needs --bootstrap-server"
+    elif args.offsets_per_task < 1:
+        problem = "--offsets-per-task must be >= 1"
+    if problem is not None:
+        print(f"groupcoord audit: {problem}", file=sys.stderr)
         return 2
-    data_dirs = args.data_dir or ["./data"]
+    return since_ms, until_ms, conf
+
+
+def run(args: argparse.Namespace) -> int:
+    parsed = _parse(args)
+    if isinstance(parsed, int):
+        return parsed
+    since_ms, until_ms, conf = parsed
+    data_dirs = args.data_dir or ([] if args.bootstrap_server else ["./data"])
     from pipeline.segments import find_segments
 
     try:  # before Spark starts: a wrong path is one line, not a JVM stack trace
@@ -140,16 +212,25 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"groupcoord audit: --data-dir: {exc}", file=sys.stderr)
         return 2
-    if not segments:
+    if data_dirs and not segments:
         print(
             f"groupcoord audit: no history segments under {', '.join(data_dirs)}", file=sys.stderr
         )
-    unmatched = _filters_match_nothing(args, segments, since_ms, until_ms)
+    planned = _plan_topic(args, since_ms)
+    if isinstance(planned, int):
+        return planned
+    ranges, topic_input = planned
+    if topic_input is None:
+        unmatched = _filters_match_nothing(args, segments, since_ms, until_ms)
+    elif not ranges and not segments and _filtered(args, since_ms, until_ms):
+        unmatched = f"no event matches {_shown_filters(args)} in {topic_input}; nothing written"
+    else:
+        unmatched = None
     if unmatched is not None:
         print(f"groupcoord audit: {unmatched}", file=sys.stderr)
         return 1
     try:
-        from pipeline.audit import run_audit, spark_session
+        from pipeline.audit import NoEvents, run_audit, spark_session
     except ImportError as exc:
         print(
             f"groupcoord audit: PySpark is not installed ({exc}); "
@@ -162,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
     # Never stop a Spark a caller started (the session is per process, whatever the thread).
     owned = SparkContext._active_spark_context is None
     spark = spark_session(args.master, conf)
+    inputs = [str(Path(p).resolve()) for p in data_dirs]
     try:
         summary = run_audit(
             spark,
@@ -171,7 +253,18 @@ def run(args: argparse.Namespace) -> int:
             since_ms=since_ms,
             until_ms=until_ms,
             write_report=not args.no_report,
+            topic_ranges=ranges,
+            inputs=inputs if topic_input is None else [*inputs, topic_input],
+            require_events=topic_input is not None and _filtered(args, since_ms, until_ms),
         )
+    except NoEvents:
+        where = topic_input if not segments else f"{topic_input} and {len(segments)} segment(s)"
+        print(
+            f"groupcoord audit: no event matches {_shown_filters(args)} in {where}; "
+            "nothing written",
+            file=sys.stderr,
+        )
+        return 1
     finally:
         if owned:
             spark.stop()

@@ -56,7 +56,12 @@ FIELD_COLUMNS: tuple[tuple[str, str], ...] = tuple(
     for name, ftype in FIELD_TYPES.items()
     if name not in _HEADER_ONLY
 )
-COLUMNS = BASE_COLUMNS + FIELD_COLUMNS
+# Last, so the positions above stay what they were: the coordinator process that wrote the event.
+# For a history directory it is the directory's coordinator (coordinator_id); for a fleet's
+# history topic (pipeline/topic.py) coordinator_id is the fleet's, one per topic, since the fleet
+# is ONE coordinator whose groups move between members, and this names the member.
+WRITER_COLUMNS: tuple[tuple[str, str], ...] = (("written_by", "string"),)
+COLUMNS = BASE_COLUMNS + FIELD_COLUMNS + WRITER_COLUMNS
 _SQL_TYPES = {"string": "STRING", "long": "BIGINT", "int": "INT", "timestamp": "TIMESTAMP"}
 SCHEMA_DDL = ", ".join(f"{name} {_SQL_TYPES.get(t, 'ARRAY<STRING>')}" for name, t in COLUMNS)
 
@@ -65,6 +70,7 @@ _N = len(COLUMNS)
 _EVENT_NAMES = {kind.value: kind.name.lower() for kind in Kind}
 decode_into = make_row_decoder({n: i for n, i in _POSITION.items() if n not in _HEADER_ONLY})
 _TS = _POSITION["ts"]
+_WRITTEN_BY = _POSITION["written_by"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +168,7 @@ def segment_rows(
         except HistoryDecodeError:
             stats.undecodable += 1
             continue
-        row[0] = cid if cid is not None else str(path.parent)
+        row[0] = row[_WRITTEN_BY] = cid if cid is not None else str(path.parent)
         row[1] = name
         row[2] = offset
         row[3] = ts
@@ -171,6 +177,30 @@ def segment_rows(
         stats.rows += 1
         yield row
     stats.damaged_regions += len(reader.damages)
+
+
+def decode_row(
+    value: bytes,
+    *,
+    coordinator_id: str,
+    segment: str,
+    offset: int,
+    ts: int,
+    group_id: str,
+    written_by: str | None,
+) -> list[Any]:
+    """One entry's row in COLUMNS order, for readers of other sources than segment files
+    (pipeline/topic.py). Raises HistoryDecodeError as the codec does."""
+    row: list[Any] = [None] * _N
+    code = decode_into(value, row)
+    row[0] = coordinator_id
+    row[1] = segment
+    row[2] = offset
+    row[3] = ts
+    row[4] = group_id
+    row[5] = _EVENT_NAMES.get(code) or f"unknown_{code}"
+    row[_WRITTEN_BY] = written_by
+    return row
 
 
 def arrow_schema(timezone: str = "UTC") -> Any:
@@ -209,9 +239,16 @@ def segment_batches(
     **filters: Any,
 ) -> Iterator[Any]:
     """segment_rows as pyarrow RecordBatches of at most batch_rows rows."""
+    return record_batches(segment_rows(ref, **filters), batch_rows=batch_rows, timezone=timezone)
+
+
+def record_batches(
+    source: Iterable[list[Any]], *, batch_rows: int = 32_768, timezone: str = "UTC"
+) -> Iterator[Any]:
+    """Rows in COLUMNS order as pyarrow RecordBatches of at most batch_rows rows."""
     schema = arrow_schema(timezone)
     rows: list[list[Any]] = []
-    for row in segment_rows(ref, **filters):
+    for row in source:
         rows.append(row)
         if len(rows) >= batch_rows:
             yield to_record_batch(rows, schema)

@@ -20,6 +20,11 @@ Versioning (the rules a reader and a writer keep):
 - Any other change (removing, reordering or retyping a field) bumps CODEC_VERSION; a reader meets
   a version it does not know with HistoryDecodeError (the caller counts it and skips the entry).
 
+On a sidecar fleet's history topic (coordinator/sidecar/history_topic.py writes it,
+pipeline/topic.py reads it) a record is the same entry: key = the group id, value = the codec's
+value above, timestamp = the event's wall clock (CreateTime), and the header WRITER_HEADER = the
+id of the fleet member that wrote it (the topic has no segment headers to say so).
+
 Pure: no I/O, no clock.
 """
 
@@ -32,6 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 CODEC_VERSION = 1
+
+HISTORY_TOPIC = "__groupcoord_history"  # a fleet's history topic, unless --history-topic says
+WRITER_HEADER = "gc.coordinator"  # on the history topic: the id of the member that wrote a record
 
 FieldType = Literal["str", "int", "strs"]
 FieldValue = str | int | tuple[str, ...] | None

@@ -187,8 +187,8 @@ SETTINGS: list[Setting] = [
     Setting("offsets_retention_check_interval_ms", "int", 600_000,
             "offsets.retention.check.interval.ms", at_least(1), metavar="MS"),
     Setting("history", "bool", True,
-            "record group history (rebalances, members, commits) in DATA_DIR/history for "
-            "`groupcoord audit`"),
+            "record group history (rebalances, members, commits) in DATA_DIR/history (a "
+            "sidecar fleet: on the upstream's --history-topic) for `groupcoord audit`"),
     Setting("history_retention_ms", "int", 7 * 24 * 3_600_000,
             "delete history segments last written longer ago than this", at_least(1),
             metavar="MS"),
@@ -198,6 +198,12 @@ SETTINGS: list[Setting] = [
     Setting("history_segment_bytes", "int", 16 << 20,
             "history segment size (at most a quarter of the retention size)", at_least(4096),
             metavar="BYTES"),
+    Setting("history_topic", "str", "__groupcoord_history",
+            "sidecar fleet: the upstream topic the history goes to (created if missing, with "
+            "the history's retention; keyed by group id)", _nonempty, metavar="TOPIC"),
+    Setting("history_topic_partitions", "int", 10,
+            "sidecar fleet: the history topic's partitions when groupcoord creates it (the "
+            "audit reads them in parallel)", at_least(1), metavar="N"),
     Setting("topic_hash", "str", "murmur3", "hash of topic metadata used to detect changes",
             choices=("murmur3", "xxh3")),
     Setting("upstream", "str", "",

@@ -25,6 +25,10 @@ What is derived here rather than in the core (to keep the core's events small):
 - GROUP_EMPTIED, when a rebalance completes with no members;
 - OFFSETS_COMMITTED summaries: per group per minute, the number of commits and of partitions.
 
+In a sidecar fleet the same recorder writes to a topic on the upstream instead
+(coordinator/sidecar/history_topic.py subclasses it: same queue, same rows, same drop-and-count
+rule and counters; only `_run`'s writing differs).
+
 `recent_rebalances` reads the log back: the last completed rebalances of each group, which the
 status page shows again after a restart (coordinator.serve.status, coordinator.serve.http).
 """
@@ -250,6 +254,11 @@ class HistoryRecorder:
         self.lost = 0  # events in batches whose write failed
         self.write_errors = 0
 
+    @property
+    def where(self) -> str:
+        """Where the history goes, for log lines."""
+        return f"log {self.directory}"
+
     @classmethod
     def in_data_dir(cls, data_dir: str | Path, settings: HistorySettings) -> HistoryRecorder:
         return cls(Path(data_dir) / HISTORY_DIR, settings)
@@ -275,9 +284,7 @@ class HistoryRecorder:
         try:
             self.start()
         except OSError as exc:
-            log.error(
-                "history log %s unavailable, running without history: %s", self.directory, exc
-            )
+            log.error("history %s unavailable, running without history: %s", self.where, exc)
             return False
         event_sinks.append(self.record)
         return True
@@ -350,27 +357,11 @@ class HistoryRecorder:
     def flush(self, *, final: bool = False) -> int:
         """Process everything queued now; returns the entries written. Called by the thread (or a
         test, when no thread was started)."""
-        queue = self._queue
-        batch = [queue.popleft() for _ in range(len(queue))]
-        now = self._clock_ms()
-        rows: list[Row] = []
-        translate = self._translator.translate
-        for wall_ms, event in batch:
-            translate(wall_ms, event, rows)
-        self._translator.close_windows(None if final else now, rows)
+        rows, now = self.take_rows(final=final)
         written = 0
         if rows:
             written = self._write(rows)
-        dropped = self.dropped
-        if (
-            dropped > self._dropped_reported
-            and now - self._last_error_log >= _ERROR_LOG_INTERVAL_MS
-        ):
-            self._last_error_log = now
-            log.warning(
-                "history queue full: %d event(s) dropped so far (group state unaffected)", dropped
-            )
-            self._dropped_reported = dropped
+        self.report_drops(now)
         if final or now - self._last_retention_ms >= _RETENTION_CHECK_MS:
             self._last_retention_ms = now
             self._retain(now)
@@ -381,6 +372,38 @@ class HistoryRecorder:
             except OSError as exc:
                 self._failed(exc, 0)
         return written
+
+    def take_rows(self, *, final: bool) -> tuple[list[Row], int]:
+        """Everything queued, as history rows (with the commit summaries that ended; all of them
+        if `final`), and the time now."""
+        queue = self._queue
+        batch = [queue.popleft() for _ in range(len(queue))]
+        now = self._clock_ms()
+        rows: list[Row] = []
+        translate = self._translator.translate
+        for wall_ms, event in batch:
+            translate(wall_ms, event, rows)
+        self._translator.close_windows(None if final else now, rows)
+        return rows, now
+
+    def report_drops(self, now: int) -> None:
+        """Log the events dropped so far, at most once a minute."""
+        dropped = self.dropped
+        if (
+            dropped > self._dropped_reported
+            and now - self._last_error_log >= _ERROR_LOG_INTERVAL_MS
+        ):
+            self._last_error_log = now
+            log.warning(
+                "history queue full: %d event(s) dropped so far (group state unaffected)", dropped
+            )
+            self._dropped_reported = dropped
+
+    @property
+    def readback_dir(self) -> Path | None:
+        """Where the status page reads the recent rebalances back from at start-up (None: no
+        local history to read)."""
+        return self.directory
 
     def _write(self, rows: list[Row]) -> int:
         try:
