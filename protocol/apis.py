@@ -24,6 +24,9 @@ __all__ = [
     "APIS",
     "API_TABLE",
     "API_VERSIONS",
+    "CONSUMER_GROUP_APIS",
+    "CONSUMER_GROUP_DESCRIBE",
+    "CONSUMER_GROUP_HEARTBEAT",
     "CREATE_ACLS",
     "CREATE_PARTITIONS",
     "CREATE_TOPICS",
@@ -85,6 +88,8 @@ CREATE_ACLS: Final = 30
 DELETE_ACLS: Final = 31
 DESCRIBE_USER_SCRAM_CREDENTIALS: Final = 50
 ALTER_USER_SCRAM_CREDENTIALS: Final = 51
+CONSUMER_GROUP_HEARTBEAT: Final = 68
+CONSUMER_GROUP_DESCRIBE: Final = 69
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +142,12 @@ API_TABLE: Final[tuple[ApiSpec, ...]] = (
     ApiSpec(DELETE_ACLS, "delete_acls", 1, 3, 2),
     ApiSpec(DESCRIBE_USER_SCRAM_CREDENTIALS, "describe_user_scram_credentials", 0, 0, 0),
     ApiSpec(ALTER_USER_SCRAM_CREDENTIALS, "alter_user_scram_credentials", 0, 0, 0),
+    # KIP-848 consumer groups (issue 23). ConsumerGroupHeartbeat v0 is what Java 3.9 sends (v1,
+    # Kafka 4.0, only has the client generate its member id: KIP-1082), librdkafka 2.10+ sends
+    # v1; ConsumerGroupDescribe v0 (Java 3.9), v1 (4.0: the members' MemberType). Both always
+    # flexible. Kafka 4.0-4.1 advertise 68 v0-1 and 69 v0-1.
+    ApiSpec(CONSUMER_GROUP_HEARTBEAT, "consumer_group_heartbeat", 0, 1, 0),
+    ApiSpec(CONSUMER_GROUP_DESCRIBE, "consumer_group_describe", 0, 1, 0),
 )
 
 # The classic-group APIs, answered by the coordinator core through coordinator.serve.adapters.
@@ -154,6 +165,11 @@ GROUP_APIS: Final = frozenset(
         OFFSET_DELETE,
     }
 )
+
+# The KIP-848 consumer-group APIs, answered by the core (coordinator.core.handlers.consumer)
+# through coordinator.serve.adapters like GROUP_APIS, but kept apart from them: a sidecar does not
+# answer them (coordinator.sidecar.rewrite.WITHHELD).
+CONSUMER_GROUP_APIS: Final = frozenset({CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE})
 
 APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType({spec.api_key: spec for spec in API_TABLE})
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import datetime
 import sys
-from collections.abc import Container, Iterable
+from collections.abc import Container
 from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
@@ -81,11 +81,22 @@ def metadata_response(
     node = advertised.node_id
 
     requested = request.topics
-    names: Iterable[str | None]
+    names: list[str | None]
+    by_id: dict[int, Any] = {}  # position -> requested topic id that names no known topic
     if requested is None or (version == 0 and not requested):
         names = [t.name for t in catalog]
     else:
         names = [t.name for t in requested]
+        if version >= 10:
+            # v10+ may name a topic by id only (KIP-516): a KIP-848 consumer learns its
+            # assignment as topic ids and asks for them so (librdkafka). Unknown id:
+            # UNKNOWN_TOPIC_ID, as Kafka.
+            for i, t in enumerate(requested):
+                if t.name is None and t.topic_id is not None:
+                    name = catalog.name_of(t.topic_id)
+                    names[i] = name
+                    if name is None:
+                        by_id[i] = t.topic_id
 
     def partitions(topic: TopicInfo) -> tuple[Any, ...]:
         return tuple(
@@ -103,15 +114,18 @@ def metadata_response(
         )
 
     topics = []
-    for name in names:
+    for i, name in enumerate(names):
         topic = catalog.get(name) if name is not None else None
         if topic is None:
+            unknown_id = by_id.get(i)
             topics.append(
                 make(
                     topic_cls,
-                    error_code=ErrorCode.unknown_topic_or_partition,
+                    error_code=ErrorCode.unknown_topic_or_partition
+                    if unknown_id is None
+                    else ErrorCode.unknown_topic_id,
                     name=name,
-                    topic_id=None,
+                    topic_id=unknown_id,
                     is_internal=False,
                     partitions=(),
                     topic_authorized_operations=_NO_AUTHORIZED_OPERATIONS,

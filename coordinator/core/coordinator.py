@@ -35,9 +35,12 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from coordinator.core import expiry, loading, topic_watch, txn_offsets
-from coordinator.core.effects import CoordinatorConfig, Effects, MemberIdFactory
+from coordinator.core.consumer import ConsumerGroupCoordinator
+from coordinator.core.consumer.messages import ConsumerGroupDescribe, ConsumerGroupHeartbeat
+from coordinator.core.effects import AnyCommand, CoordinatorConfig, Effects, MemberIdFactory
 from coordinator.core.group import ClassicGroup, GroupSnapshot
 from coordinator.core.handlers import (
+    consumer,
     groups,
     heartbeat,
     join,
@@ -48,7 +51,6 @@ from coordinator.core.handlers import (
     sync,
 )
 from coordinator.core.messages import (
-    Command,
     DeleteGroups,
     DescribeGroups,
     ErrorCode,
@@ -93,6 +95,9 @@ HANDLERS: dict[type, Handler] = {
     DescribeGroups: groups.describe,
     ListGroups: groups.list_groups,
     DeleteGroups: groups.delete,
+    # KIP-848 (issue 23): the consumer groups' APIs, core.handlers.consumer.
+    ConsumerGroupHeartbeat: consumer.heartbeat,
+    ConsumerGroupDescribe: consumer.describe,
 }
 
 
@@ -135,14 +140,14 @@ class GroupCoordinator:
         """The hot path without Effects: a heartbeat writes no record and emits no event."""
         return heartbeat.answer(self.state, command, now_ms)
 
-    def handle(self, reply_to: int, command: Command, now_ms: int) -> Effects:
+    def handle(self, reply_to: int, command: AnyCommand, now_ms: int) -> Effects:
         if type(command) is Heartbeat:  # hot path: no timers to arm, no dispatch
             return Effects([(reply_to, heartbeat.answer(self.state, command, now_ms))])
         fx = Effects()
         self._handle(reply_to, command, now_ms, fx)
         return fx
 
-    def handle_many(self, commands: Iterable[tuple[int, Command]], now_ms: int) -> Effects:
+    def handle_many(self, commands: Iterable[tuple[int, AnyCommand]], now_ms: int) -> Effects:
         """`handle` for several commands at the same instant, in order, their effects gathered
         in one Effects (replies, records and events in the order separate calls would give):
         the requests a pass of the server's loop read, at the cost of one."""
@@ -151,30 +156,43 @@ class GroupCoordinator:
             self._handle(reply_to, command, now_ms, fx)
         return fx
 
-    def _handle(self, reply_to: int, command: Command, now_ms: int, fx: Effects) -> None:
+    def _handle(self, reply_to: int, command: AnyCommand, now_ms: int, fx: Effects) -> None:
         state = self.state
         if state.timers.retention_seq == 0 and not state.loading:
             expiry.arm_retention(state, now_ms)
         HANDLERS[type(command)](state, reply_to, command, now_ms, fx)
 
     def expire(self, now_ms: int) -> Effects:
-        """Fire every timer whose deadline is <= now_ms."""
-        return expiry.expire(self.state, now_ms)
+        """Fire every timer whose deadline is <= now_ms (the classic groups', then the
+        consumer groups')."""
+        fx = expiry.expire(self.state, now_ms)
+        consumer.expire(self.state, now_ms, fx)
+        return fx
 
     def next_deadline_ms(self) -> int | None:
-        return self.state.timers.next_deadline_ms()
+        return _earliest(
+            self.state.timers.next_deadline_ms(), self.state.consumer.next_deadline_ms()
+        )
 
     def earliest_timer_ms(self) -> int | None:
         """The top of the timer heap, possibly a stale entry: O(1), for a cheap re-arm check.
         `next_deadline_ms` is the exact answer."""
-        return self.state.timers.earliest_ms()
+        return _earliest(self.state.timers.earliest_ms(), self.state.consumer.next_deadline_ms())
+
+    @property
+    def consumer(self) -> ConsumerGroupCoordinator:
+        """The KIP-848 consumer groups (introspection: status page, metrics, tests)."""
+        return self.state.consumer
 
     # -- topics (core.topic_watch) ---------------------------------------------------------------
 
     def topic_changed(
         self, name: str, info: TopicInfo | None, now_ms: int, keep_offsets: bool = False
     ) -> Effects:
-        return topic_watch.topic_changed(self.state, name, info, now_ms, keep_offsets)
+        fx = topic_watch.topic_changed(self.state, name, info, now_ms, keep_offsets)
+        # Consumer groups reading it recompute their metadata hash on their next heartbeat.
+        self.state.consumer.topic_changed(name)
+        return fx
 
     def delete_topic_offsets(self, name: str) -> Effects:
         return topic_watch.delete_topic_offsets(self.state, name)
@@ -186,7 +204,11 @@ class GroupCoordinator:
         return topic_watch.topics_loaded(self.state, now_ms)
 
     def declare_topics(self, declared: Iterable[TopicInfo], now_ms: int) -> Effects:
-        return topic_watch.declare_topics(self.state, declared, now_ms)
+        declared = list(declared)
+        fx = topic_watch.declare_topics(self.state, declared, now_ms)
+        for info in declared:
+            self.state.consumer.topic_changed(info.name)
+        return fx
 
     def replay_topic(self, key: TopicKey, value: TopicValue | None) -> None:
         topic_watch.replay_topic(self.state, key, value)
@@ -265,3 +287,9 @@ class GroupCoordinator:
 
     def offset_group_ids(self) -> list[str]:
         return self.state.offsets.group_ids()
+
+
+def _earliest(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)

@@ -10,14 +10,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from coordinator.core.consumer.messages import (
+    ConsumerGroupDescribe,
+    ConsumerGroupDescribeResult,
+    ConsumerGroupHeartbeat,
+    HeartbeatResponse,
+)
 from coordinator.core.events import Event
-from coordinator.core.messages import Result
+from coordinator.core.messages import Command, Result
 from coordinator.core.records import Record
+
+# The classic APIs' commands and results (core.messages) and the KIP-848 ones (issue 23,
+# core.consumer.messages; core.handlers.consumer answers them).
+AnyCommand = Command | ConsumerGroupHeartbeat | ConsumerGroupDescribe
+AnyResult = Result | HeartbeatResponse | ConsumerGroupDescribeResult
 
 
 @dataclass(slots=True)
 class Effects:
-    replies: list[tuple[int, Result]] = field(default_factory=list)
+    replies: list[tuple[int, AnyResult]] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
 
@@ -35,6 +46,9 @@ class CoordinatorConfig:
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
     topic_hash: str = "murmur3"  # KIP-1101 topic hash function: murmur3 (seed 002) or xxh3 (4.1)
+    # KIP-848 consumer groups (issue 23): the server owns their session and heartbeat interval.
+    consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
 
 
 MemberIdFactory = Callable[[str], str]

@@ -18,6 +18,8 @@ parked JoinGroup/SyncGroup with NOT_COORDINATOR so their clients look the coordi
 from __future__ import annotations
 
 from coordinator.core import txn_offsets
+from coordinator.core.consumer.records import RECORD_TYPES as CONSUMER_KEY_TYPES
+from coordinator.core.consumer.records import ConsumerGroupRecord
 from coordinator.core.effects import Effects
 from coordinator.core.events import RebalanceCause
 from coordinator.core.expiry import arm_retention
@@ -63,12 +65,20 @@ def replay(state: CoreState, record: Record) -> None:
         txn_offsets.replay(state, key, record.value)
         return
     groups = state.groups
+    if type(key) in CONSUMER_KEY_TYPES:  # KIP-848 (issue 23): coordinator.core.consumer
+        state.consumer.replay(ConsumerGroupRecord(key, record.value))  # type: ignore[arg-type]
+        # The id is a consumer group now: an empty classic group its offsets made before (a
+        # compacted log may no longer hold the tombstone that deleted it) gives way.
+        classic = groups.get(key.group_id)
+        if classic is not None and not classic.members:
+            del groups[key.group_id]
+        return
     if isinstance(key, OffsetCommitKey):
         if record.value is None:
             state.offsets.delete(key.group_id, key.topic, key.partition)
             return
         assert isinstance(record.value, OffsetCommitValue)
-        if key.group_id not in groups:
+        if key.group_id not in groups and key.group_id not in state.consumer.groups:
             groups[key.group_id] = ClassicGroup(key.group_id, None)
         state.offsets.put(key.group_id, key.topic, key.partition, record.value)
         return
@@ -84,7 +94,7 @@ def loading_partitions(state: CoreState, group_id: str, topic: str) -> dict[int,
     `replay` does. The caller puts a value in it at once and stops using it after any other
     kind of record."""
     state.loading = True
-    if group_id not in state.groups:
+    if group_id not in state.groups and group_id not in state.consumer.groups:
         state.groups[group_id] = ClassicGroup(group_id, None)
     return state.offsets.table(group_id, topic)
 
@@ -92,6 +102,7 @@ def loading_partitions(state: CoreState, group_id: str, topic: str) -> dict[int,
 def finish_loading(state: CoreState, now_ms: int) -> None:
     """Start every loaded member's session timer; send oversized groups into a rebalance."""
     state.loading = False
+    state.consumer.finish_loading(now_ms)
     schedule = state.timers.schedule_session
     for group in state.groups.values():
         for member in group.members.values():

@@ -211,6 +211,9 @@ class FetchTopic:
 class FetchGroup:
     group_id: str
     topics: tuple[FetchTopic, ...] | None  # None = all topics the group has offsets for
+    # v9+ (KIP-848): checked for consumer groups' members only; classic groups ignore them.
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,7 +313,7 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
-    group_type: str  # always "classic"
+    group_type: str  # "classic", or "consumer" for a KIP-848 group
 
 
 @dataclass(frozen=True, slots=True)

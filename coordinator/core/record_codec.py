@@ -11,6 +11,8 @@ Key   = int16 record type, then the key fields (Kafka's v0, non-flexible layout)
         102 ScramCredential (groupcoord's own): user string, mechanism int8
         103 TxnOffset (groupcoord's own, issue 29): group string, topic string, partition
             int32, producer id int64, seq int64
+        3-8, 16 the KIP-848 consumer-group records (issue 23), Kafka's keys and flexible v0
+            values byte for byte: coordinator.core.consumer.codec.
 Value = int16 value version, then the fields at that version. A tombstone is a key with no value.
 
 Strings are int16 length + UTF-8 (-1 = null); bytes are int32 length + data; arrays int32 count.
@@ -28,6 +30,7 @@ Versions written:
   key (bytes each), iterations int32.
 - TxnOffsetValue v0: transactional id string, producer epoch int16, offset int64, leader epoch
   int32, metadata string, commit timestamp int64.
+- The consumer-group values (types 3-8, 16): v0, Kafka's only version.
 Versions read: OffsetCommitValue v0-v3, GroupMetadataValue v0-v3 and v100, TopicValue v0,
 AclValue v0, ScramCredentialValue v0, TxnOffsetValue v0. To add
 a field, add a new version here (decoders keep every old one) and write the new one.
@@ -41,9 +44,13 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import struct
+import typing
 from collections.abc import Callable
 from dataclasses import fields
 
+from coordinator.core.consumer import codec as consumer_codec
+from coordinator.core.consumer.records import RECORD_TYPES as CONSUMER_KEY_TYPES
+from coordinator.core.consumer.records import ConsumerGroupKey, ConsumerGroupValue
 from coordinator.core.records import (
     AclKey,
     AclValue,
@@ -86,6 +93,10 @@ _NULL_STRING = _H.pack(-1)
 _B = struct.Struct(">b")
 _HQIH = struct.Struct(">hqih")
 OFFSET_V3_FIXED_BYTES = _HQIH.size + 8
+
+
+_CONSUMER_KEY_CLASSES = typing.get_args(ConsumerGroupKey)
+_CONSUMER_VALUE_TYPES = typing.get_args(ConsumerGroupValue)
 
 
 class RecordDecodeError(ValueError):
@@ -148,6 +159,8 @@ def encode_key(key: RecordKey) -> bytes:
             (_H.pack(TXN_OFFSET_TYPE), _string(key.group_id), _string(key.topic),
              _I.pack(key.partition), _QQ.pack(key.producer_id, key.seq))
         )  # fmt: skip
+    if isinstance(key, _CONSUMER_KEY_CLASSES):
+        return consumer_codec.encode_key(key)
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -171,6 +184,8 @@ def encode_value(value: RecordValue) -> bytes:
              _Q.pack(value.offset), _I.pack(value.leader_epoch), _string_once(value.metadata),
              _Q.pack(value.commit_timestamp_ms))
         )  # fmt: skip
+    if isinstance(value, _CONSUMER_VALUE_TYPES):
+        return consumer_codec.encode_value(value)
     raise TypeError(f"not a record value: {value!r}")
 
 
@@ -314,6 +329,11 @@ def decode_key(key: bytes) -> RecordKey | None:
     elif t == TXN_OFFSET_TYPE:
         r = _Reader(key, 2)
         k = TxnOffsetKey(r.string(), r.string(), r.int32(), r.int64(), r.int64())
+    elif t in consumer_codec.CONSUMER_RECORD_TYPES:
+        try:
+            return consumer_codec.decode_key(t, key)
+        except consumer_codec.ConsumerCodecError as e:
+            raise RecordDecodeError(str(e)) from e
     else:
         return None
     r.done()
@@ -463,6 +483,11 @@ def decode_record(key: bytes, value: bytes | None) -> Record | None:
         return Record(k, decode_scram_credential_value(value))
     if type(k) is TxnOffsetKey:
         return Record(k, decode_txn_offset_value(value))
+    if type(k) in CONSUMER_KEY_TYPES:
+        try:
+            return Record(k, consumer_codec.decode_value(k, value))  # type: ignore[arg-type]
+        except consumer_codec.ConsumerCodecError as e:
+            raise RecordDecodeError(str(e)) from e
     return Record(k, decode_group_value(value))
 
 

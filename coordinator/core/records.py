@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from coordinator.core.consumer.records import ConsumerGroupKey, ConsumerGroupValue
 from protocol.frozen import fast_init
 
 
@@ -142,8 +143,15 @@ class TxnOffsetValue:
 
 SecurityKey = AclKey | ScramCredentialKey
 GroupKey = GroupMetadataKey | OffsetCommitKey
+# The KIP-848 consumer-group records (types 3-8, 16) are coordinator.core.consumer.records'.
 RecordKey = (
-    GroupMetadataKey | OffsetCommitKey | TopicKey | AclKey | ScramCredentialKey | TxnOffsetKey
+    GroupMetadataKey
+    | OffsetCommitKey
+    | TopicKey
+    | AclKey
+    | ScramCredentialKey
+    | TxnOffsetKey
+    | ConsumerGroupKey
 )
 RecordValue = (
     GroupMetadataValue
@@ -152,6 +160,7 @@ RecordValue = (
     | AclValue
     | ScramCredentialValue
     | TxnOffsetValue
+    | ConsumerGroupValue
 )
 
 

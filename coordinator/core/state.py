@@ -7,8 +7,9 @@ replies, records and events to an `Effects`; `core.coordinator.GroupCoordinator`
 and routes each command to its handler.
 
 Invariants:
-- `groups` holds every loaded group, `offsets` every committed offset: a group with offsets has
-  an entry in `groups` (possibly Empty with no members).
+- `groups` holds every loaded classic group, `offsets` every committed offset: a group with
+  offsets has an entry in `groups` (possibly Empty with no members) or is a consumer group
+  (`consumer.groups`, KIP-848); no id is in both.
 - `loading` is True from the first replayed record until `core.loading.finish_loading`; while it
   is set, requests answer COORDINATOR_LOAD_IN_PROGRESS and no timer fires.
 - Wall-clock timestamps (record fields) are `wall(now_ms)`: now_ms is monotonic.
@@ -16,8 +17,10 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from coordinator.core.consumer import ConsumerGroupConfig, ConsumerGroupCoordinator
 from coordinator.core.effects import CoordinatorConfig, MemberIdFactory
 from coordinator.core.group import STATE_REPLIES, Check, ClassicGroup
 from coordinator.core.messages import ErrorCode
@@ -49,10 +52,24 @@ class CoreState:
     security: SecurityState = field(init=False, default_factory=SecurityState)
     # Pending transactional offsets (issue 29, core.txn_offsets): records of the same log.
     txn_pending: PendingOffsets = field(init=False, default_factory=PendingOffsets)
+    # The KIP-848 consumer groups (issue 23, core.handlers.consumer): their own records, timers
+    # and hash cache over the same catalog. A group id is in `groups` or here, never both.
+    consumer: ConsumerGroupCoordinator = field(init=False)
 
     def __post_init__(self) -> None:
         self.timers = TimerHeap(self.groups)
         self.topic_hashes = TopicHashCache(self.topics, self.config.topic_hash)
+        config = self.config
+        self.consumer = ConsumerGroupCoordinator(
+            ConsumerGroupConfig(
+                session_timeout_ms=config.consumer_session_timeout_ms,
+                heartbeat_interval_ms=config.consumer_heartbeat_interval_ms,
+                topic_hash=config.topic_hash,
+            ),
+            self.topics,
+            _uuid_part(self.new_member_id),
+            self.epoch_offset_ms,
+        )
 
     def wall(self, now_ms: int) -> int:
         return now_ms + self.epoch_offset_ms
@@ -65,3 +82,10 @@ class CoreState:
         if group is None:
             return ErrorCode.group_id_not_found
         return STATE_REPLIES[group.state][check]
+
+
+def _uuid_part(new_member_id: MemberIdFactory) -> Callable[[], str]:
+    """ConsumerGroupHeartbeat v0's server-generated member id: the factory's uuid part (Kafka's
+    Uuid.randomUuid().toString(); v1 clients generate their own). A closure over the factory,
+    not a method of the state: no reference cycle (DiskJournal.load freezes the loaded state)."""
+    return lambda: new_member_id("")[1:]

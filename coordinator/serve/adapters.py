@@ -17,6 +17,8 @@ Invariants (docs/protocol.md §2, §11, §15):
 - OffsetFetch v1: a group error is copied into every partition (offset -1, metadata ""); v2-7: the
   top-level ErrorCode; v8+: the group's ErrorCode.
 - DescribeGroups before v6 never reports GROUP_ID_NOT_FOUND: an unknown group is "Dead" with NONE.
+- KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe: coordinator.serve.consumer_adapters,
+  registered in the tables here.
 - Pure: no I/O. Per-version kio classes come from `protocol.apis`' cached modules.
 """
 
@@ -31,6 +33,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
 
 from coordinator.core import messages as m
+from coordinator.core.effects import AnyCommand, AnyResult
+from coordinator.serve import consumer_adapters
 from protocol import apis
 from protocol.apis import (
     DELETE_GROUPS,
@@ -66,6 +70,7 @@ COMMAND_TYPES: Final = (
     m.DescribeGroups,
     m.ListGroups,
     m.DeleteGroups,
+    *consumer_adapters.COMMAND_TYPES,  # KIP-848
 )
 
 _request_module = apis.request_module
@@ -208,9 +213,16 @@ def _offset_fetch(header: RequestHeader, r: Any, client_host: str) -> m.OffsetFe
     v = header.api_version
     if v <= 7:
         groups: tuple[m.FetchGroup, ...] = (m.FetchGroup(r.group_id, _fetch_topics(r.topics)),)
-    else:  # v8+: batched (KIP-709); v9's member id/epoch are ignored by classic groups
-        groups = tuple(m.FetchGroup(g.group_id, _fetch_topics(g.topics)) for g in r.groups)
+    else:  # v8+: batched (KIP-709); v9's member id/epoch: checked for consumer groups only
+        groups = tuple(
+            m.FetchGroup(g.group_id, _fetch_topics(g.topics), *_member(v, g)) for g in r.groups
+        )
     return m.OffsetFetch(groups=groups, require_stable=v >= 7 and r.require_stable, api_version=v)
+
+
+def _member(v: int, g: Any) -> tuple[str | None, int]:
+    """OffsetFetch v9's member id and epoch (KIP-848); before v9 none."""
+    return (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
 
 
 def _offset_delete(header: RequestHeader, r: Any, client_host: str) -> m.OffsetDelete:
@@ -247,10 +259,11 @@ _TO_COMMAND: Final[dict[int, Callable[[RequestHeader, Any, str], object]]] = {
     DESCRIBE_GROUPS: _describe_groups,
     LIST_GROUPS: _list_groups,
     DELETE_GROUPS: _delete_groups,
+    **consumer_adapters.TO_COMMAND,  # KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe
 }
 
 
-def to_command(header: RequestHeader, request: object, client_host: str) -> m.Command | object:
+def to_command(header: RequestHeader, request: object, client_host: str) -> AnyCommand | object:
     """The Command for a decoded group request, or a kio response when the wire rules alone answer
     it (check with `isinstance(result, COMMAND_TYPES)`). `client_host` is "/" + IP literal."""
     return _TO_COMMAND[header.api_key](header, request, client_host)
@@ -525,10 +538,11 @@ _TO_RESPONSE: Final[dict[type, tuple[int, Callable[[int, Any], object]]]] = {
     m.DescribeGroupsResult: (DESCRIBE_GROUPS, _describe_groups_response),
     m.ListGroupsResult: (LIST_GROUPS, _list_groups_response),
     m.DeleteGroupsResult: (DELETE_GROUPS, _delete_groups_response),
+    **consumer_adapters.TO_RESPONSE,
 }
 
 
-def to_response(header: RequestHeader, result: m.Result) -> object:
+def to_response(header: RequestHeader, result: AnyResult) -> object:
     """The kio response of the request's version for `result`."""
     api_key, convert = _TO_RESPONSE[type(result)]
     if api_key != header.api_key:
@@ -540,9 +554,11 @@ def to_response(header: RequestHeader, result: m.Result) -> object:
 # One error for a whole request
 
 
-def _error_result(header: RequestHeader, r: Any, error: ErrorCode) -> m.Result:
+def _error_result(header: RequestHeader, r: Any, error: ErrorCode) -> AnyResult:
     v = header.api_version
     match header.api_key:
+        case apis.CONSUMER_GROUP_HEARTBEAT | apis.CONSUMER_GROUP_DESCRIBE:
+            return consumer_adapters.error_result(header, r, error)
         case apis.JOIN_GROUP:  # JoinGroup: echo the member id so a known member keeps it
             return m.JoinGroupResult(error=error, member_id=r.member_id)
         case apis.SYNC_GROUP:

@@ -62,7 +62,10 @@ May = Callable[[Operation, ResourceType, str], bool]
 Amend = Callable[[Any], Any]
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 _FREE = frozenset({apis.API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
-_SINGLE_GROUP_READ = frozenset({apis.JOIN_GROUP, apis.SYNC_GROUP, apis.HEARTBEAT, apis.LEAVE_GROUP})
+_SINGLE_GROUP_READ = frozenset(
+    {apis.JOIN_GROUP, apis.SYNC_GROUP, apis.HEARTBEAT, apis.LEAVE_GROUP,
+     apis.CONSUMER_GROUP_HEARTBEAT}  # KIP-848: READ on the group, as Kafka
+)  # fmt: skip
 _CLUSTER_OPS = {
     CREATE_ACLS: Operation.ALTER,
     DELETE_ACLS: Operation.ALTER,
@@ -271,6 +274,24 @@ def _describe_groups(header: RequestHeader, request: Any, may: May) -> Plan:
     return Plan(replace(request, groups=kept), amend)
 
 
+def _consumer_group_describe(header: RequestHeader, request: Any, may: May) -> Plan:
+    """ConsumerGroupDescribe (KIP-848): DESCRIBE on each group, as DescribeGroups."""
+    kept, denied = _split(request.group_ids, lambda g: may(DESCRIBE, GROUP, g))
+    if not denied:
+        return Plan(request)
+
+    def amend(response: Any) -> Any:
+        group_cls = _nested(response, "DescribedGroup")
+        extra = tuple(
+            make(group_cls, error_code=E.group_authorization_failed, group_id=g, group_state="",
+                 group_epoch=-1, assignment_epoch=-1, assignor_name="", members=())
+            for g in denied
+        )  # fmt: skip
+        return replace(response, groups=(*response.groups, *extra))
+
+    return Plan(replace(request, group_ids=kept), amend)
+
+
 def _list_groups(header: RequestHeader, request: Any, may: May) -> Plan:
     if may(DESCRIBE, CLUSTER, CLUSTER_NAME):
         return Plan(request)
@@ -471,6 +492,7 @@ _HANDLERS: dict[int, Handler] = {
     apis.OFFSET_FETCH: _offset_fetch,
     apis.OFFSET_DELETE: _group_and_topics(DELETE, "OffsetDeleteResponse"),
     apis.DESCRIBE_GROUPS: _describe_groups,
+    apis.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
     apis.LIST_GROUPS: _list_groups,
     apis.DELETE_GROUPS: _delete_groups,
     apis.FIND_COORDINATOR: _find_coordinator,

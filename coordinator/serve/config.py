@@ -178,6 +178,13 @@ SETTINGS: list[Setting] = [
     Setting("initial_rebalance_delay_ms", "int", 3_000, "group.initial.rebalance.delay.ms",
             at_least(0), metavar="MS"),
     Setting("max_group_size", "int", 2**31 - 1, "group.max.size", at_least(1), metavar="N"),
+    # KIP-848 consumer groups (issue 23): the server owns their session and heartbeat interval.
+    Setting("consumer_session_timeout_ms", "int", 45_000,
+            "group.consumer.session.timeout.ms (KIP-848 consumer groups)", at_least(1),
+            metavar="MS"),
+    Setting("consumer_heartbeat_interval_ms", "int", 5_000,
+            "group.consumer.heartbeat.interval.ms (KIP-848 consumer groups)", at_least(1),
+            metavar="MS"),
     Setting("max_frame_bytes", "int", 100 * 1024 * 1024,
             "largest request (socket.request.max.bytes); a larger one closes the connection",
             at_least(64), metavar="BYTES"),

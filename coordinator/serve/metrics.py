@@ -43,6 +43,8 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from coordinator.core.consumer.messages import ConsumerGroupDescribeResult
+from coordinator.core.effects import AnyResult
 from coordinator.core.events import (
     TOPIC_CAUSES,
     Event,
@@ -68,7 +70,6 @@ from coordinator.core.messages import (
     OffsetCommitResult,
     OffsetDeleteResult,
     OffsetFetchResult,
-    Result,
     TopicErrors,
 )
 from protocol import apis
@@ -139,7 +140,7 @@ def error_name(code: int) -> str:
         return str(code)
 
 
-def result_error(result: Result) -> int:
+def result_error(result: AnyResult) -> int:
     """The error code a request's answer reports at the top: the request's own error, or for the
     batched answers (per partition or per group) the first one that is not NONE."""
     if type(result) is OffsetCommitResult:  # the hot one, first: it has no `error` to look up
@@ -156,6 +157,8 @@ def result_error(result: Result) -> int:
             return next((g.error for g in result.groups if g.error), 0)
         case DeleteGroupsResult():
             return next((g.error for g in result.results if g.error), 0)
+        case ConsumerGroupDescribeResult():
+            return next((g.error for g in result.groups if g.error), 0)
     return 0
 
 
@@ -218,7 +221,7 @@ class RequestStats:
         self.buckets[api_key][bisect_left(REQUEST_BOUNDS_NS, ns)] += 1
         self.sums_ns[api_key] += ns
 
-    def answered(self, api_key: int, result: Result, t0_ns: int) -> None:
+    def answered(self, api_key: int, result: AnyResult, t0_ns: int) -> None:
         """`done` for a result of the core: its error is the top-level one (`result_error`)."""
         self.done(api_key, result_error(result), t0_ns)
 
@@ -566,6 +569,30 @@ class _StateCollector:
             "groupcoord_pending_members",
             "Member ids handed out with MEMBER_ID_REQUIRED, not yet joined (KIP-394)",
             value=pending,
+        )
+        yield from self._consumer_groups()
+
+    def _consumer_groups(self) -> Iterator[Metric]:
+        """The KIP-848 consumer groups (issue 23): by state, and their members."""
+        groups = self.m.server.core.consumer.groups
+        counts = dict.fromkeys(("Empty", "Assigning", "Reconciling", "Stable"), 0)
+        members = 0
+        for group in list(groups.values()):
+            state = group.state.value
+            counts[state] = counts.get(state, 0) + 1
+            members += len(group.members)
+        family = GaugeMetricFamily(
+            "groupcoord_consumer_groups",
+            "KIP-848 consumer groups (group.protocol=consumer) by state",
+            labels=["state"],
+        )
+        for state, n in sorted(counts.items()):
+            family.add_metric([state], n)
+        yield family
+        yield GaugeMetricFamily(
+            "groupcoord_consumer_group_members",
+            "Members of the KIP-848 consumer groups",
+            value=members,
         )
 
     def _log(self) -> Iterator[Metric]:

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from coordinator.core.coordinator import Effects, GroupCoordinator
+from coordinator.core.effects import AnyCommand, AnyResult
 from coordinator.core.events import Event
-from coordinator.core.messages import Command, Heartbeat, HeartbeatResult, Result
+from coordinator.core.messages import Heartbeat, HeartbeatResult
 from coordinator.core.records import Record
 
 log = logging.getLogger("groupcoord.runtime")
@@ -83,7 +84,7 @@ class MemoryJournal:
         return False
 
 
-Responder = Callable[[int, Result], None]
+Responder = Callable[[int, AnyResult], None]
 """(reply_to, result) -> None: sends a result to whoever is waiting on reply_to."""
 
 Failer = Callable[[int, BaseException], None]
@@ -96,7 +97,7 @@ _NOT_DURABLE = RuntimeError("the records this reply depends on could not be writ
 # (seq, replies, done, failed): released once `seq` is durable (see Runtime._hold).
 _Held = tuple[
     int,
-    list[tuple[int, Result]],
+    list[tuple[int, AnyResult]],
     Callable[[], None] | None,
     Callable[[BaseException], None] | None,
 ]
@@ -146,11 +147,11 @@ class Runtime:
         self._rearm()
         return result
 
-    def submit(self, reply_to: int, command: Command) -> None:
+    def submit(self, reply_to: int, command: AnyCommand) -> None:
         """Run one command through the core; its reply is delivered through `respond`."""
         self.apply(self.core.handle(reply_to, command, self.now_ms()))
 
-    def submit_many(self, commands: list[tuple[int, Command]]) -> None:
+    def submit_many(self, commands: list[tuple[int, AnyCommand]]) -> None:
         """`submit` for several commands at once: one pass through the core, one append of all
         their records, their replies held together until it is durable (a reply may then wait
         for records appended after it, never the other way round)."""
@@ -175,7 +176,7 @@ class Runtime:
                 self._hold(seq, effects.replies)
         self._rearm()
 
-    def _release(self, replies: list[tuple[int, Result]]) -> None:
+    def _release(self, replies: list[tuple[int, AnyResult]]) -> None:
         respond = self._respond
         for reply_to, result in replies:
             respond(reply_to, result)
@@ -183,7 +184,7 @@ class Runtime:
     def _hold(
         self,
         seq: int,
-        replies: list[tuple[int, Result]],
+        replies: list[tuple[int, AnyResult]],
         done: Callable[[], None] | None = None,
         failed: Callable[[BaseException], None] | None = None,
     ) -> None:
@@ -220,7 +221,7 @@ class Runtime:
         journal = self.journal
         held = self._held
         durable = journal.durable_seq()
-        lost: list[tuple[int, Result]] = []
+        lost: list[tuple[int, AnyResult]] = []
         kept: list[_Held] = []
         while held:
             entry = held.popleft()
@@ -256,7 +257,7 @@ class Runtime:
             if done is not None:
                 done()
 
-    def _write_failed(self, replies: list[tuple[int, Result]], exc: BaseException) -> None:
+    def _write_failed(self, replies: list[tuple[int, AnyResult]], exc: BaseException) -> None:
         log.error("log write failed; %d replies get a retriable error: %s", len(replies), exc)
         for reply_to, _ in replies:
             self._fail(reply_to, exc)

@@ -29,17 +29,15 @@ from coordinator.broker import security_admin
 from coordinator.broker.security_admin import SECURITY_ADMIN_APIS
 from coordinator.broker.topic_admin import TOPIC_ADMIN_APIS
 from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator, MemberIdFactory
-from coordinator.core.effects import Effects
+from coordinator.core.effects import AnyCommand, AnyResult, Effects
 from coordinator.core.events import Event
 from coordinator.core.messages import (
-    Command,
     CommitPartition,
     CommitTopic,
     Heartbeat,
     HeartbeatResult,
     OffsetCommit,
     OffsetCommitResult,
-    Result,
 )
 from coordinator.core.topics import TopicCatalog, TopicInfo
 from coordinator.security.sasl import credentials_from
@@ -318,7 +316,7 @@ class Server:
         self.read_pause_bytes = max(1 << 20, min(options.max_frame_bytes, 16 << 20))
         # reply_to -> (connection, header, adapters.error_context, perf_counter_ns at arrival or 0)
         self._pending: dict[int, tuple[Connection, RequestHeader, object, int]] = {}
-        self._commits: list[tuple[int, Command]] = []  # the fast path's, for _submit_commits
+        self._commits: list[tuple[int, AnyCommand]] = []  # the fast path's, for _submit_commits
         self._new_member_id = new_member_id
         security = options.security
         # Every request passes the gate when a security feature is on (None: nothing to check).
@@ -530,7 +528,7 @@ class Server:
         conn: Connection,
         header: RequestHeader,
         error_context: object,
-        command: Command,
+        command: AnyCommand,
         t0: int,
     ) -> None:
         """Into the core; the answer comes back through `_respond` (or `_fail`, which answers
@@ -593,6 +591,7 @@ class Server:
         """API key -> handler, for exactly the APIs of protocol.apis.API_TABLE (which ApiVersions
         is derived from): advertised == routed, checked here and by a test."""
         routes: dict[int, Route] = dict.fromkeys(apis.GROUP_APIS, self._group_api)
+        routes.update(dict.fromkeys(apis.CONSUMER_GROUP_APIS, self._group_api))  # KIP-848
         routes.update(dict.fromkeys(TOPIC_ADMIN_APIS, self._topic_admin))
         routes[apis.API_VERSIONS] = self._api_versions
         routes[apis.METADATA] = self._metadata
@@ -607,7 +606,7 @@ class Server:
         return routes
 
     def _group_api(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
-        """The classic-group APIs: the core's commands (coordinator.serve.adapters)."""
+        """The group APIs, classic and KIP-848: the core's commands (coordinator.serve.adapters)."""
         stats = self.stats
         command = adapters.to_command(header, request, conn.client_host)
         if not isinstance(command, adapters.COMMAND_TYPES):
@@ -715,7 +714,7 @@ class Server:
     def delete_topic_offsets(self, name: str) -> None:
         self.topic_service.delete_offsets(name)
 
-    def _respond(self, reply_to: int, result: Result) -> None:
+    def _respond(self, reply_to: int, result: AnyResult) -> None:
         entry = self._pending.pop(reply_to, None)
         if entry is None:
             return

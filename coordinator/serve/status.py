@@ -288,11 +288,64 @@ class StatusProvider:
         self._fields.append(source)
 
     def groups(self) -> list[dict[str, Any]]:
-        return [self._group(g) for g in sorted(self.server.core.groups(), key=lambda g: g.group_id)]
+        classic = [self._group(g) for g in self.server.core.groups()]
+        consumer = self.server.core.consumer
+        kip848 = [self._consumer_group(gid) for gid in list(consumer.groups)]
+        return sorted((g for g in (*classic, *kip848) if g is not None),
+                      key=lambda g: g["group_id"])  # fmt: skip
 
     def group(self, group_id: str) -> dict[str, Any] | None:
         snapshot = self.server.core.group(group_id)
-        return None if snapshot is None else self._group(snapshot)
+        if snapshot is None:
+            return self._consumer_group(group_id)
+        return self._group(snapshot)
+
+    def _consumer_group(self, group_id: str) -> dict[str, Any] | None:
+        """A KIP-848 consumer group (issue 23), in the classic groups' shape: the group epoch
+        stands for the generation, the server assignor for the protocol; each member shows its
+        member epoch and state."""
+        core = self.server.core
+        d = core.consumer.describe(group_id)
+        if d is None:
+            return None
+        session_ms = core.config.consumer_session_timeout_ms
+        names = core.topics.name_of
+
+        def by_topic(tps: Iterable[Any]) -> dict[str, list[int]]:
+            return {names(tp.topic_id) or str(tp.topic_id): list(tp.partitions) for tp in tps}
+
+        members = [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "session_timeout_ms": session_ms,
+                "leader": False,
+                "member_epoch": m.member_epoch,
+                "member_state": m.member_state.name.lower(),
+                "assignment": by_topic(m.assignment),
+                "target_assignment": by_topic(m.target_assignment),
+            }
+            for m in d.members
+        ]
+        return {
+            "group_id": group_id,
+            "type": "consumer",
+            "state": d.state.value,
+            "protocol_type": "consumer",
+            "protocol": d.assignor_name,
+            "generation_id": d.group_epoch,
+            "group_epoch": d.group_epoch,
+            "assignment_epoch": d.assignment_epoch,
+            "leader": None,
+            "members": members,
+            "pending_members": 0,
+            "rebalancing": None,
+            "offsets": self._offsets(group_id, members),
+            "rebalances": [],
+            "extra": {},
+        }
 
     def _group(self, g: GroupSnapshot) -> dict[str, Any]:
         consumer = g.protocol_type == CONSUMER_PROTOCOL_TYPE

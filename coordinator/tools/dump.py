@@ -75,8 +75,11 @@ def _format_record(record: Record) -> str:
             f"leader_epoch={value.leader_epoch} metadata={value.metadata!r} "
             f"commit_timestamp_ms={value.commit_timestamp_ms}"
         )
-    else:
+    elif isinstance(value, GroupMetadataValue):
         payload = _format_group(value)
+    else:  # a KIP-848 consumer-group record (types 3-8, 16): its fields as they are
+        kind = f"consumer_group_{type(key).__name__.removeprefix('ConsumerGroup').lower()}"
+        payload = " ".join(f"{k}={getattr(value, k)!r}" for k in value.__slots__)
     return f"{kind} key: {{{key_text}}} payload: {{{payload}}}"
 
 

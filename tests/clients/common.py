@@ -6,6 +6,9 @@ loops never share an interpreter). Arguments:
     --bootstrap HOST:PORT --group G --topic T --assignors range,roundrobin --client-id C
     [--instance-id I] [--session-timeout-ms N] [--heartbeat-interval-ms N]
     [--rebalance-timeout-ms N] [--metadata-max-age-ms N (-1: the library's default)]
+    [--group-protocol classic|consumer]  consumer: KIP-848 (the server owns the session timeout
+                        and heartbeat interval, so those flags are ignored; --assignors' first name,
+                        if uniform or range, is the server assignor to ask for)
     [--security JSON]   {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": ...,
                          "password": ..., "cafile": PEM, "certfile": PEM, "keyfile": PEM}: every
                         key optional (protocol PLAINTEXT when absent); each driver maps it onto its
@@ -60,6 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rebalance-timeout-ms", type=int, default=30000)
     p.add_argument("--metadata-max-age-ms", type=int, default=5000)  # -1: the library's default
     p.add_argument("--security", type=json.loads, default=None)
+    p.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     args = p.parse_args(argv)
     args.assignors = [a for a in args.assignors.split(",") if a]
     args.security = dict(args.security or {})

@@ -38,10 +38,7 @@ def main() -> int:
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
         "client.id": args.client_id,
-        "group.protocol": "classic",
-        "partition.assignment.strategy": ",".join(args.assignors),
-        "session.timeout.ms": args.session_timeout_ms,
-        "heartbeat.interval.ms": args.heartbeat_interval_ms,
+        "group.protocol": args.group_protocol,
         "max.poll.interval.ms": args.rebalance_timeout_ms,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
@@ -49,6 +46,14 @@ def main() -> int:
         "reconnect.backoff.ms": 100,
         "log_level": 3,
     }
+    consumer_protocol = args.group_protocol == "consumer"
+    if consumer_protocol:  # KIP-848: the server owns these; librdkafka refuses them
+        if args.assignors and args.assignors[0] in ("uniform", "range"):
+            conf["group.remote.assignor"] = args.assignors[0]
+    else:
+        conf["partition.assignment.strategy"] = ",".join(args.assignors)
+        conf["session.timeout.ms"] = args.session_timeout_ms
+        conf["heartbeat.interval.ms"] = args.heartbeat_interval_ms
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     conf.update(security_conf(args.security))
@@ -56,7 +61,8 @@ def main() -> int:
         conf["topic.metadata.refresh.interval.ms"] = args.metadata_max_age_ms
     consumer = Consumer(conf)
     owned: set[int] = set()
-    cooperative = "cooperative-sticky" in args.assignors
+    # KIP-848 assignments are incremental, as cooperative-sticky's.
+    cooperative = "cooperative-sticky" in args.assignors or consumer_protocol
 
     def member_id() -> str | None:
         try:

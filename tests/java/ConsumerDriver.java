@@ -151,13 +151,19 @@ public final class ConsumerDriver {
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args.get("bootstrap"));
         props.put(ConsumerConfig.GROUP_ID_CONFIG, args.get("group"));
         props.put(ConsumerConfig.CLIENT_ID_CONFIG, args.getOrDefault("client-id", "java-driver"));
-        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        // --group-protocol consumer: KIP-848 (issue 23). The server then owns the session timeout
+        // and the heartbeat interval, and assigns (group.remote.assignor, from --assignors when
+        // it names a server assignor); the classic-only settings must stay unset.
+        boolean consumerProtocol = args.getOrDefault("group-protocol", "classic").equals("consumer");
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, consumerProtocol ? "consumer" : "classic");
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-        props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, args.getOrDefault("session-timeout-ms", "10000"));
-        props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, args.getOrDefault("heartbeat-interval-ms", "500"));
+        if (!consumerProtocol) {
+            props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, args.getOrDefault("session-timeout-ms", "10000"));
+            props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, args.getOrDefault("heartbeat-interval-ms", "500"));
+        }
         props.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, args.getOrDefault("rebalance-timeout-ms", "30000"));
         props.put(ConsumerConfig.RETRY_BACKOFF_MS_CONFIG, "100");
         props.put(ConsumerConfig.RECONNECT_BACKOFF_MS_CONFIG, "100");
@@ -172,7 +178,14 @@ public final class ConsumerDriver {
         for (String name : args.getOrDefault("assignors", "range").split(",")) {
             assignors.add(ASSIGNORS.getOrDefault(name, name));
         }
-        props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, String.join(",", assignors));
+        if (!consumerProtocol) {
+            props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, String.join(",", assignors));
+        } else {
+            String first = args.getOrDefault("assignors", "").split(",")[0];
+            if (first.equals("uniform") || first.equals("range")) {
+                props.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, first);
+            }
+        }
         if (args.containsKey("security")) {
             security(props, args.get("security"));
         }

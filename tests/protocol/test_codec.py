@@ -117,8 +117,10 @@ def test_advertised_ranges() -> None:
         8: (2, 9), 9: (1, 9), 47: (0, 0), 15: (0, 5), 16: (0, 5), 42: (0, 2), 2: (1, 7),
         0: (3, 11), 1: (4, 12), 19: (2, 7), 20: (1, 6), 37: (0, 3),
         17: (1, 1), 36: (0, 2), 29: (1, 3), 30: (1, 3), 31: (1, 3), 50: (0, 0), 51: (0, 0),
+        68: (0, 1), 69: (0, 1),  # KIP-848 (issue 23): Java 3.9 sends v0, librdkafka 2.16 v1
     }  # fmt: skip
     assert {8, 9, 11, 12, 13, 14, 15, 16, 42, 47} == apis.GROUP_APIS
+    assert {68, 69} == apis.CONSUMER_GROUP_APIS
 
 
 @pytest.mark.parametrize("version", range(5))

@@ -288,9 +288,11 @@ async def start_member(tmp: Path, peers: Path, kind: str, name: str, *, bootstra
                        heartbeat_interval_ms: int = 500,
                        rebalance_timeout_ms: int | None = None,
                        metadata_max_age_ms: int = 5000,
-                       security: dict[str, str] | None = None) -> Member:
+                       security: dict[str, str] | None = None,
+                       group_protocol: str = "classic") -> Member:
     """Start a consumer driver (tests/clients/common.py). `security`: the driver's --security
-    object (protocol, mechanism, username, password, cafile, certfile, keyfile)."""
+    object (protocol, mechanism, username, password, cafile, certfile, keyfile).
+    `group_protocol`: "consumer" for KIP-848 (Java and confluent drivers)."""
     if rebalance_timeout_ms is None:
         # librdkafka refuses max.poll.interval.ms below session.timeout.ms.
         rebalance_timeout_ms = max(20000, session_timeout_ms)
@@ -304,6 +306,8 @@ async def start_member(tmp: Path, peers: Path, kind: str, name: str, *, bootstra
         args += ["--instance-id", instance_id]
     if security:
         args += ["--security", json.dumps(security)]
+    if group_protocol != "classic":
+        args += ["--group-protocol", group_protocol]
     log_path = tmp / f"member-{name}-{time.monotonic_ns()}.log"
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
                NODE_PATH=str(kafkajs_modules(peers)))

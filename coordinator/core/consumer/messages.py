@@ -12,6 +12,7 @@ Errors are `ErrorCode` values in the response, never exceptions.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from coordinator.core.consumer.model import ConsumerGroupState, MemberState
@@ -21,10 +22,13 @@ from coordinator.core.messages import ErrorCode
 __all__ = [
     "ConsumerEvent",
     "ConsumerGroupConfig",
+    "ConsumerGroupDescribe",
+    "ConsumerGroupDescribeResult",
     "ConsumerGroupDescription",
     "ConsumerGroupHeartbeat",
     "ConsumerMemberDescription",
     "ConsumerResult",
+    "DescribedConsumerGroup",
     "GroupEpochBumped",
     "HeartbeatResponse",
     "MemberRemoved",
@@ -138,3 +142,27 @@ class ConsumerGroupDescription:
     assignment_epoch: int
     assignor_name: str
     members: tuple[ConsumerMemberDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribe:
+    """ConsumerGroupDescribe (API 69), version-neutral."""
+
+    group_ids: tuple[str, ...]
+    api_version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerGroup:
+    group_id: str
+    error: ErrorCode
+    error_message: str | None = None
+    description: ConsumerGroupDescription | None = None  # None with an error
+    # The names of the topic ids in the members' assignments (the catalog's; ids it no longer
+    # knows are left out of the answer, as Kafka does).
+    topic_names: tuple[tuple[uuid.UUID, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescribeResult:
+    groups: tuple[DescribedConsumerGroup, ...]

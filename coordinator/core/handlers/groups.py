@@ -5,10 +5,15 @@ Rules:
   with NONE, v6+ GROUP_ID_NOT_FOUND (KIP-1043); members' metadata and the protocol name only
   when Stable, as Kafka shows them.
 - ListGroups: loading -> COORDINATOR_LOAD_IN_PROGRESS; the states filter (v4+, KIP-518) and the
-  types filter (v5+, KIP-848: every group here is "classic"), both case-insensitive.
+  types filter (v5+, KIP-848: "classic", or "consumer" for the KIP-848 groups, which list with
+  protocol type "consumer" and their state: Empty, Assigning, Reconciling, Stable), both
+  case-insensitive.
+- DescribeGroups answers classic groups only: a KIP-848 group is "Dead" as an unknown one
+  (Kafka's describeGroups: "Group X is not a classic group").
 - DeleteGroups: per group; loading -> COORDINATOR_LOAD_IN_PROGRESS; an unknown group ->
   GROUP_ID_NOT_FOUND; the group's state (STATE_REPLIES, Check.DELETE: only an Empty group is
-  deleted, with its offsets).
+  deleted, with its offsets); a KIP-848 group: NON_EMPTY_GROUP unless Empty
+  (core.handlers.consumer.delete).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 from coordinator.core.effects import Effects
 from coordinator.core.events import GroupDeleted
 from coordinator.core.group import Check, GroupState
+from coordinator.core.handlers import consumer
 from coordinator.core.messages import (
     DeletedGroup,
     DeleteGroups,
@@ -92,21 +98,28 @@ def _list(state: CoreState, cmd: ListGroups) -> ListGroupsResult:
         return ListGroupsResult(E.coordinator_load_in_progress, ())
     states = {s.strip().lower() for s in cmd.states_filter}
     types = {t.strip().lower() for t in cmd.types_filter}
-    if types and "classic" not in types:
-        return ListGroupsResult(E.none, ())
-    return ListGroupsResult(
-        E.none,
-        tuple(
+    listed: list[ListedGroup] = []
+    if not types or "classic" in types:
+        listed.extend(
             ListedGroup(gid, g.protocol_type or "", g.state.value, "classic")
             for gid, g in state.groups.items()
             if not states or g.state.value.lower() in states
-        ),
-    )
+        )
+    if not types or "consumer" in types:
+        listed.extend(
+            ListedGroup(gid, "consumer", s.value, "consumer")
+            for gid, s in state.consumer.list_groups()
+            if not states or s.value.lower() in states
+        )
+    return ListGroupsResult(E.none, tuple(listed))
 
 
 def delete(state: CoreState, reply_to: int, cmd: DeleteGroups, now_ms: int, fx: Effects) -> None:
     results: list[DeletedGroup] = []
     for gid in cmd.group_ids:
+        if not state.loading and gid in state.consumer.groups:
+            results.append(DeletedGroup(gid, consumer.delete(state, gid, fx)))
+            continue
         error = state.admin_error(state.groups.get(gid), Check.DELETE)
         if error is None:
             remove_group(state, gid, fx)

@@ -6,6 +6,8 @@ INVALID_SESSION_TIMEOUT; loading -> COORDINATOR_LOAD_IN_PROGRESS; group.max.size
 members (KIP-345, §5.6) replace their old member id, without a rebalance when nothing else
 changed; a known member's rejoin is parked until the join phase ends (core.rebalance), or answered
 at once when it repeats a join of the current generation. A new group is made durable at once.
+A KIP-848 consumer group's id: INCONSISTENT_GROUP_PROTOCOL while it has members; an Empty one is
+deleted and the classic group takes its place (core.handlers.consumer).
 """
 
 from __future__ import annotations
@@ -52,6 +54,15 @@ def handle(state: CoreState, reply_to: int, cmd: JoinGroup, now_ms: int, fx: Eff
         return join_error(reply_to, E.invalid_session_timeout, cmd.member_id, fx)
     if state.loading:
         return join_error(reply_to, E.coordinator_load_in_progress, cmd.member_id, fx)
+    consumer_group = state.consumer.groups.get(cmd.group_id)
+    if consumer_group is not None:  # a KIP-848 group (issue 23)
+        if consumer_group.members:
+            # Classic members in a consumer group are the online upgrade (issue 23 item 6),
+            # not implemented: refused as a group of another type (§5.2 step 2).
+            return join_error(reply_to, E.inconsistent_group_protocol, "", fx)
+        # An Empty consumer group becomes a classic group (Kafka 4.x); its offsets stay.
+        _, records = state.consumer.delete_group(cmd.group_id)
+        fx.records.extend(Record(r.key, r.value) for r in records)
     group = state.groups.get(cmd.group_id)
     created = False
     if group is None:

@@ -8,10 +8,15 @@ offset.metadata.max.bytes (in Java chars) -> OFFSET_METADATA_TOO_LARGE, or are c
 at once, durable before the reply leaves. retention_time_ms (v2-v4) sets an explicit expiry. A
 commit from a member of a Stable or PreparingRebalance group renews its session (Kafka's
 heartbeat-on-commit). A simple group is created with its first offset.
+A KIP-848 consumer group's commit is checked as Kafka 4.x's ConsumerGroup.validateOffsetCommit:
+a negative epoch commits to an Empty group (admin, simple consumer); otherwise an unknown member
+-> UNKNOWN_MEMBER_ID, a request below v9 -> UNSUPPORTED_VERSION, an epoch other than the
+member's -> STALE_MEMBER_EPOCH.
 """
 
 from __future__ import annotations
 
+from coordinator.core.consumer.model import ConsumerGroup
 from coordinator.core.effects import Effects
 from coordinator.core.events import GroupCreated, OffsetsCommitted
 from coordinator.core.group import ClassicGroup, GroupState
@@ -85,7 +90,7 @@ def handle(state: CoreState, reply_to: int, cmd: OffsetCommit, now_ms: int, fx: 
     if not checked or error is not None:
         return
     if group is None:
-        if not committed:
+        if not committed or gid in state.consumer.groups:
             # Kafka keeps the new simple group in memory even when nothing was written; we
             # create it only with its first offset so that replaying the log rebuilds it.
             return
@@ -105,7 +110,24 @@ def _error(state: CoreState, group: ClassicGroup | None, cmd: OffsetCommit) -> E
     if state.loading:
         return E.coordinator_load_in_progress
     if group is None:
+        consumer_group = state.consumer.groups.get(cmd.group_id)
+        if consumer_group is not None:
+            return _consumer_error(consumer_group, cmd)
         if cmd.generation_id >= 0:
             return E.group_id_not_found if cmd.api_version >= 9 else E.illegal_generation
         return None
     return validate_commit(group, cmd.generation_id, cmd.member_id, cmd.group_instance_id)
+
+
+def _consumer_error(group: ConsumerGroup, cmd: OffsetCommit) -> ErrorCode | None:
+    """Kafka 4.x's ConsumerGroup.validateOffsetCommit (non-transactional)."""
+    if cmd.generation_id < 0 and not group.members:
+        return None
+    member = group.members.get(cmd.member_id)
+    if member is None:
+        return E.unknown_member_id
+    if cmd.api_version < 9:  # "OffsetCommit version 9 or above must be used by members using
+        return E.unsupported_version  # the modern group protocol"
+    if cmd.generation_id != member.member_epoch:
+        return E.stale_member_epoch
+    return None

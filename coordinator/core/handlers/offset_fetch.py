@@ -5,6 +5,9 @@ topics (null, v2+) -> every committed offset of the group; otherwise each reques
 -1 / -1 / "" when nothing is committed. Pending transactional offsets (core.txn_offsets) are never
 answered: without require_stable the last committed offset is; with it (v7+, KIP-447) a partition
 with a pending one answers UNSTABLE_OFFSET_COMMIT with -1 / -1 / "", as Kafka does.
+A KIP-848 consumer group's member (v9: a member id or an epoch >= 0) is checked first: an unknown
+member -> UNKNOWN_MEMBER_ID, another epoch -> STALE_MEMBER_EPOCH (Kafka 4.x's
+ConsumerGroup.validateOffsetFetch); an admin fetch (no member id, epoch -1) is not.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from coordinator.core.messages import (
     FetchedGroup,
     FetchedPartition,
     FetchedTopic,
-    FetchTopic,
+    FetchGroup,
     OffsetFetch,
     OffsetFetchResult,
 )
@@ -30,8 +33,7 @@ def handle(state: CoreState, reply_to: int, cmd: OffsetFetch, now_ms: int, fx: E
     stable = cmd.require_stable and state.txn_pending.group_ids()
     result = OffsetFetchResult(
         tuple(
-            _unstable(state, _group(state, g.group_id, g.topics)) if stable
-            else _group(state, g.group_id, g.topics)
+            _unstable(state, _group(state, g)) if stable else _group(state, g)
             for g in cmd.groups
         )
     )  # fmt: skip
@@ -58,9 +60,18 @@ def _unstable(state: CoreState, fetched: FetchedGroup) -> FetchedGroup:
     )  # fmt: skip
 
 
-def _group(state: CoreState, group_id: str, topics: tuple[FetchTopic, ...] | None) -> FetchedGroup:
+def _group(state: CoreState, request: FetchGroup) -> FetchedGroup:
+    group_id, topics = request.group_id, request.topics
     if state.loading:
         return FetchedGroup(group_id, E.coordinator_load_in_progress, ())
+    consumer_group = state.consumer.groups.get(group_id)
+    if consumer_group is not None and (request.member_epoch >= 0 or request.member_id is not None):
+        # Kafka 4.x's ConsumerGroup.validateOffsetFetch: a member's fetch names its epoch.
+        member = consumer_group.members.get(request.member_id or "")
+        if member is None:
+            return FetchedGroup(group_id, E.unknown_member_id, ())
+        if member.member_epoch != request.member_epoch:
+            return FetchedGroup(group_id, E.stale_member_epoch, ())
     stored = state.offsets.topics(group_id)
     if topics is None:
         return FetchedGroup(

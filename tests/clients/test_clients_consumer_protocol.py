@@ -1,0 +1,265 @@
+"""Real clients with group.protocol=consumer (KIP-848, issue 23): Java kafka-clients 3.9.1 and
+confluent-kafka (librdkafka 2.16) form groups through groupcoord's ConsumerGroupHeartbeat.
+
+What each test shows, on a 12-partition topic:
+- N members (one client kind, or both mixed) own every partition exactly once, and
+  ConsumerGroupDescribe (API 69) agrees member for member; ListGroups lists the group with type
+  "consumer";
+- a member leaving and a member killed (the server's session timeout) have their partitions
+  reassigned while the others keep theirs: no survivor is ever revoked a partition it owned
+  (KIP-848's incremental reconciliation: nobody stops consuming);
+- partitions added by CreatePartitions are assigned within about a heartbeat interval;
+- a restart of groupcoord (SIGKILL, same data dir and port) resumes the group with the same
+  group epoch, member epochs and assignment.
+
+The server runs with a 500 ms heartbeat interval and a 4 s session timeout, so every test is a
+few seconds; every wait is a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from coordinator.tools.groups_wire import one_call
+from protocol import apis
+from tests.support import realclients as rc
+from tests.support.realclients import (
+    PARTITIONS,
+    Member,
+    explain_members,
+    kind_params,
+    partition_of,
+    require_kind,
+    wait_until,
+)
+
+pytestmark = pytest.mark.clients
+
+TOPIC = "orders"
+CONSUMER_OPTIONS = {"consumer_heartbeat_interval_ms": 500, "consumer_session_timeout_ms": 4000}
+
+
+def _start(server: Any) -> rc.Broker:
+    return server(topics={TOPIC: PARTITIONS}, **CONSUMER_OPTIONS)
+
+
+async def _member(members: Any, kind: str, name: str, broker: rc.Broker, group: str) -> Member:
+    return await members(
+        kind,
+        name,
+        bootstrap=broker.bootstrap,
+        group=group,
+        topic=TOPIC,
+        assignors=["uniform"],
+        group_protocol="consumer",
+    )
+
+
+async def describe(broker: rc.Broker, group: str) -> Any:
+    """ConsumerGroupDescribe (API 69) of one group, straight from the wire."""
+    response = await one_call(
+        broker.host,
+        broker.port,
+        apis.CONSUMER_GROUP_DESCRIBE,
+        10,
+        group_ids=(group,),
+        include_authorized_operations=False,
+    )
+    (described,) = response.groups
+    return described
+
+
+def owned_by_member(described: Any) -> dict[str, frozenset[int]]:
+    return {
+        m.member_id: frozenset(p for tp in m.assignment.topic_partitions for p in tp.partitions)
+        for m in described.members
+    }
+
+
+async def wait_split(
+    broker: rc.Broker,
+    group: str,
+    ms: list[Member],
+    partitions: int = PARTITIONS,
+    timeout: float = 60,
+) -> Any:
+    """Until the members own every partition once and ConsumerGroupDescribe agrees (Stable, the
+    same member ids, the same partitions). Returns the description."""
+    seen: list[Any] = []
+
+    async def agreed() -> Any:
+        for m in ms:
+            assert m.running(), f"{m.name} exited with {m.proc.returncode}\n{m.log_tail()}"
+        if not (partition_of(ms, partitions) and all(m.member_id for m in ms)):
+            return None
+        described = await describe(broker, group)
+        said = {m.member_id: m.owned for m in ms}
+        seen[:] = [described.group_state, owned_by_member(described), said]
+        ok = described.group_state == "Stable" and owned_by_member(described) == said
+        return described if ok else None
+
+    return await wait_until(
+        agreed,
+        timeout,
+        f"{len(ms)} members to split {partitions} partitions, as ConsumerGroupDescribe says",
+        interval=0.2,
+        explain=lambda: f"described/said: {seen}\n" + explain_members(ms, broker),
+    )
+
+
+def revoked_since(m: Member, t: float) -> list[int]:
+    return [p for e in m.events_since(t) if e["event"] == "revoked" for p in e["partitions"]]
+
+
+@pytest.mark.parametrize(
+    ("kinds"),
+    [
+        pytest.param(("confluent",), id="confluent-1"),
+        pytest.param(("confluent",) * 3, id="confluent-3"),
+        pytest.param(("java",), id="java-1", marks=pytest.mark.java),
+        pytest.param(("java",) * 3, id="java-3", marks=pytest.mark.java),
+        pytest.param(("java", "confluent", "confluent"), id="mixed", marks=pytest.mark.java),
+    ],
+)
+async def test_members_form_a_group(request, server, members, kinds):
+    for kind in set(kinds):
+        require_kind(request, kind)
+    broker = _start(server)
+    group = f"kip848-{request.node.callspec.id}"
+    ms = [
+        await _member(members, kind, f"{kind}-{i}", broker, group) for i, kind in enumerate(kinds)
+    ]
+    described = await wait_split(broker, group, ms)
+    assert described.assignor_name == "uniform"
+    assert described.assignment_epoch == described.group_epoch
+    assert {m.client_id for m in described.members} == {m.name for m in ms}
+    sizes = sorted(len(m.owned or ()) for m in ms)
+    assert sizes[-1] - sizes[0] <= 1, sizes  # uniform: balanced
+    listed = await one_call(
+        broker.host, broker.port, apis.LIST_GROUPS, 10, states_filter=(), types_filter=("consumer",)
+    )
+    assert [(g.group_id, g.group_type, g.protocol_type, g.group_state) for g in listed.groups] == [
+        (group, "consumer", "consumer", "Stable")
+    ]
+    classic = await one_call(
+        broker.host, broker.port, apis.LIST_GROUPS, 10, states_filter=(), types_filter=("classic",)
+    )
+    assert [g.group_id for g in classic.groups] == []
+
+
+@pytest.mark.parametrize("kind", kind_params(("confluent", "java")))
+async def test_leave_and_kill_reassign_without_stopping_the_others(request, server, members, kind):
+    require_kind(request, kind)
+    broker = _start(server)
+    group = f"kip848-churn-{kind}"
+    ms = [await _member(members, kind, f"{kind}-{i}", broker, group) for i in range(3)]
+    await wait_split(broker, group, ms)
+
+    # A member leaves (epoch -1): its partitions go to the two others at once.
+    leaving, rest = ms[0], ms[1:]
+    before = {m.name: m.owned for m in rest}
+    t = time.monotonic()
+    await leaving.close()
+    await wait_split(broker, group, rest, timeout=20)
+    for m in rest:
+        assert not revoked_since(m, t), f"{m.name} lost partitions while another left"
+        assert before[m.name] is not None and before[m.name] <= (m.owned or frozenset())
+
+    # A member is killed: the server fences it when its session times out (4 s here).
+    killed, survivor = rest
+    kept = survivor.owned
+    t = time.monotonic()
+    killed.kill()
+    described = await wait_split(broker, group, [survivor], timeout=30)
+    elapsed = time.monotonic() - t
+    assert not revoked_since(survivor, t)
+    assert kept is not None and kept <= (survivor.owned or frozenset())
+    assert len(described.members) == 1
+    assert elapsed >= 3.0, f"fenced after {elapsed:.1f} s, before the 4 s session timeout"
+
+
+@pytest.mark.parametrize("kind", kind_params(("confluent", "java")))
+async def test_added_partitions_are_assigned(request, server, members, kind):
+    require_kind(request, kind)
+    broker = _start(server)
+    group = f"kip848-grow-{kind}"
+    ms = [await _member(members, kind, f"{kind}-{i}", broker, group) for i in range(2)]
+    await wait_split(broker, group, ms)
+    epoch = (await describe(broker, group)).group_epoch
+
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
+    t = time.monotonic()
+    futures = admin.create_partitions([NewPartitions(TOPIC, PARTITIONS + 4)])
+    await asyncio.to_thread(futures[TOPIC].result, 10)
+    # The server assigns them at the next heartbeat (500 ms); the clients then need the new
+    # partitions' metadata (they refresh it on an unknown partition of a known topic id).
+    described = await wait_split(broker, group, ms, partitions=PARTITIONS + 4, timeout=15)
+    elapsed = time.monotonic() - t
+    assert described.group_epoch == epoch + 1  # one bump: the topic's metadata hash changed
+    print(f"{kind}: 4 new partitions owned {elapsed:.2f} s after CreatePartitions")
+
+
+def _restart(broker: rc.Broker) -> None:
+    """SIGKILL the server and start it again on the same port and data dir."""
+    os.killpg(broker.proc.pid, signal.SIGKILL)
+    broker.proc.wait(timeout=10)
+    cmd = rc.groupcoord_command(
+        broker.port, broker.data_dir, broker.topics, {"metrics_listen": "", **CONSUMER_OPTIONS}, []
+    )
+    with broker.log_path.open("ab") as log:
+        broker.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=rc.REPO,
+            start_new_session=True,
+        )
+    rc.wait_until_sync(
+        lambda: not broker.alive() or rc.can_connect(broker.host, broker.port),
+        20,
+        "groupcoord to listen again",
+    )
+    assert broker.alive(), broker.log_tail()
+
+
+async def test_restart_resumes_the_group_with_the_same_epochs(request, server, members):
+    broker = _start(server)
+    group = "kip848-restart"
+    ms = [await _member(members, "confluent", f"confluent-{i}", broker, group) for i in range(2)]
+    before = await wait_split(broker, group, ms)
+    epochs = {m.member_id: m.member_epoch for m in before.members}
+    t = time.monotonic()
+    _restart(broker)
+
+    async def resumed() -> Any:
+        with contextlib.suppress(Exception):
+            return await describe(broker, group)
+        return None
+
+    after = await wait_until(
+        resumed, 20, "the restarted server to describe the group", explain=broker.log_tail
+    )
+    # Replayed from the log: the same epochs and assignment, before any member heartbeats.
+    assert (after.group_epoch, after.assignment_epoch) == (
+        before.group_epoch,
+        before.assignment_epoch,
+    )
+    assert {m.member_id: m.member_epoch for m in after.members} == epochs
+    assert owned_by_member(after) == owned_by_member(before)
+    # The members carry on with it: heartbeats at the same epochs, nothing revoked or re-joined.
+    again = await wait_split(broker, group, ms, timeout=20)
+    assert again.group_epoch == before.group_epoch
+    assert {m.member_id: m.member_epoch for m in again.members} == epochs
+    for m in ms:
+        assert not revoked_since(m, t), m.name
