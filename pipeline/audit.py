@@ -45,6 +45,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from coordinator.security.client import PLAINTEXT, ClientSecurity
 from pipeline import report, report_data
 from pipeline.columns import ABNORMAL, KEY
 from pipeline.source import FORMAT, HistoryDataSource
@@ -94,7 +95,9 @@ def _ship_code(spark: SparkSession) -> None:
     fd, name = tempfile.mkstemp(prefix="groupcoord-", suffix=".zip")
     os.close(fd)
     with zipfile.ZipFile(name, "w") as zf:
-        for package in ("pipeline", "storage"):
+        # coordinator.security: the brokers' security settings (coordinator.security.client).
+        zf.write(root / "coordinator" / "__init__.py", "coordinator/__init__.py")
+        for package in ("pipeline", "storage", "coordinator/security"):
             for path in (root / package).rglob("*.py"):
                 zf.write(path, path.relative_to(root).as_posix())
     spark.sparkContext.addPyFile(name)
@@ -108,6 +111,7 @@ def read_events(
     since_ms: int | None = None,
     until_ms: int | None = None,
     topic_ranges: list[TopicRange] | None = None,
+    security: ClientSecurity = PLAINTEXT,
 ) -> DataFrame:
     reader = (
         spark.read.format(FORMAT)
@@ -116,6 +120,9 @@ def read_events(
     )
     if topic_ranges:
         reader = reader.option("topic_ranges", ranges_to_json(topic_ranges))
+        if security is not PLAINTEXT:
+            settings, password = security.to_options()
+            reader = reader.option("security", settings).option("security_password", password)
     if groups:
         reader = reader.option("groups", json.dumps(sorted(set(groups))))
     if since_ms is not None:
@@ -380,6 +387,7 @@ def run_audit(
     topic_ranges: list[TopicRange] | None = None,
     inputs: list[str] | None = None,
     require_events: bool = False,
+    security: ClientSecurity = PLAINTEXT,
 ) -> AuditSummary:
     """`require_events`: no event read is NoEvents, and nothing stays written (the CLI's rule for
     filters that match nothing, for a source it cannot check before Spark reads it)."""
@@ -394,6 +402,7 @@ def run_audit(
         since_ms=since_ms,
         until_ms=until_ms,
         topic_ranges=topic_ranges,
+        security=security,
     )
     raw.write.mode("overwrite").parquet(tables["events"])
     events = spark.read.parquet(tables["events"])

@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from coordinator.security.client import PLAINTEXT, ClientSecurity
+
 _RELATIVE = re.compile(r"^(\d+)\s*(s|m|min|h|d|w)$")
 _UNIT_MS = {
     "s": 1_000,
@@ -77,7 +79,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--bootstrap-server",
         default=None,
         metavar="HOST:PORT[,HOST:PORT...]",
-        help="a sidecar fleet's upstream cluster: read its history topic (PLAINTEXT)",
+        help="a sidecar fleet's upstream cluster: read its history topic",
+    )
+    p.add_argument(
+        "--command-config",
+        default=None,
+        metavar="FILE",
+        help="with --bootstrap-server, a secured cluster: client properties as Kafka's tools "
+        "take them (security.protocol, sasl.mechanism, sasl.jaas.config, a PEM truststore)",
     )
     p.add_argument(
         "--history-topic",
@@ -151,8 +160,25 @@ def _shown_filters(args: argparse.Namespace) -> str:
     return " ".join(shown)
 
 
+def _security(args: argparse.Namespace) -> ClientSecurity | int:
+    """--command-config read (PLAINTEXT without it), or the exit code."""
+    if not args.command_config:
+        return PLAINTEXT
+    from coordinator.tools import command_config
+
+    warnings: list[str] = []
+    try:
+        security = command_config.load(args.command_config, warnings)
+    except command_config.CommandConfigError as exc:
+        print(f"groupcoord audit: {exc}", file=sys.stderr)
+        return 2
+    for warning in warnings:
+        print(f"groupcoord audit: {warning}", file=sys.stderr)
+    return security
+
+
 def _plan_topic(
-    args: argparse.Namespace, since_ms: int | None
+    args: argparse.Namespace, since_ms: int | None, security: ClientSecurity
 ) -> tuple[list[Any] | None, str | None] | int:
     """(the topic's ranges, the topic as the report names it), (None, None) without
     --bootstrap-server, or the exit code (the brokers unreachable, the topic missing)."""
@@ -164,7 +190,11 @@ def _plan_topic(
     topic = args.history_topic or HISTORY_TOPIC
     try:  # before Spark starts, as for directories: one line, not a stack trace
         ranges = plan(
-            args.bootstrap_server, topic, since_ms=since_ms, max_offsets=args.offsets_per_task
+            args.bootstrap_server,
+            topic,
+            since_ms=since_ms,
+            max_offsets=args.offsets_per_task,
+            security=security,
         )
     except TopicUnavailable as exc:
         print(f"groupcoord audit: --bootstrap-server: {exc}", file=sys.stderr)
@@ -216,7 +246,10 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"groupcoord audit: no history segments under {', '.join(data_dirs)}", file=sys.stderr
         )
-    planned = _plan_topic(args, since_ms)
+    security = _security(args)
+    if isinstance(security, int):
+        return security
+    planned = _plan_topic(args, since_ms, security)
     if isinstance(planned, int):
         return planned
     ranges, topic_input = planned
@@ -256,6 +289,7 @@ def run(args: argparse.Namespace) -> int:
             topic_ranges=ranges,
             inputs=inputs if topic_input is None else [*inputs, topic_input],
             require_events=topic_input is not None and _filtered(args, since_ms, until_ms),
+            security=security,
         )
     except NoEvents:
         where = topic_input if not segments else f"{topic_input} and {len(segments)} segment(s)"

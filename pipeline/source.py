@@ -25,6 +25,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from coordinator.security.client import ClientSecurity
 from pipeline.segments import (
     SCHEMA_DDL,
     SegmentRef,
@@ -66,6 +67,11 @@ class HistoryReader(DataSourceReader):
         self.since_ms = _int_option(options, "since_ms")
         self.until_ms = _int_option(options, "until_ms")
         self.timezone = options.get("timezone") or "UTC"
+        # The brokers' security (--command-config): the password under its own key, which
+        # Spark's default spark.redaction.regex hides from its UI and plans.
+        self.security = ClientSecurity.from_options(
+            options.get("security") or "", options.get("security_password") or ""
+        )
 
     def partitions(self) -> list[SegmentPartition]:
         refs: list[SegmentRef | TopicRange] = [*find_segments(self.paths, self.since_ms)]
@@ -80,7 +86,11 @@ class HistoryReader(DataSourceReader):
             return iter(())
         if isinstance(ref, TopicRange):
             rows = range_rows(
-                ref, groups=self.groups, since_ms=self.since_ms, until_ms=self.until_ms
+                ref,
+                groups=self.groups,
+                since_ms=self.since_ms,
+                until_ms=self.until_ms,
+                security=self.security,
             )
             return record_batches(rows, timezone=self.timezone)
         return segment_batches(

@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from coordinator.security.client import PLAINTEXT, ClientSecurity, aiokafka_options
 from pipeline.segments import ReadStats, decode_row
 from storage.history import HISTORY_TOPIC, WRITER_HEADER, HistoryDecodeError, Kind
 
@@ -105,10 +106,11 @@ def plan(
     *,
     since_ms: int | None = None,
     max_offsets: int = DEFAULT_MAX_OFFSETS,
+    security: ClientSecurity = PLAINTEXT,
 ) -> list[TopicRange]:
     """The ranges to read (module docstring). Raises TopicUnavailable."""
     try:
-        return asyncio.run(_plan(bootstrap, topic, since_ms, max_offsets))
+        return asyncio.run(_plan(bootstrap, topic, since_ms, max_offsets, security))
     except TopicUnavailable:
         raise
     except Exception as exc:  # aiokafka's KafkaError, OSError, a timeout
@@ -116,7 +118,7 @@ def plan(
 
 
 async def _plan(
-    bootstrap: str, topic: str, since_ms: int | None, max_offsets: int
+    bootstrap: str, topic: str, since_ms: int | None, max_offsets: int, security: ClientSecurity
 ) -> list[TopicRange]:
     from aiokafka import AIOKafkaConsumer, TopicPartition
     from aiokafka.admin import AIOKafkaAdminClient
@@ -125,6 +127,7 @@ async def _plan(
         "bootstrap_servers": bootstrap,
         "client_id": CLIENT_ID,
         "request_timeout_ms": REQUEST_TIMEOUT_MS,
+        **aiokafka_options(security),
     }
     admin = AIOKafkaAdminClient(**common)
     await admin.start()
@@ -162,6 +165,7 @@ def range_rows(
     since_ms: int | None = None,
     until_ms: int | None = None,
     stats: ReadStats | None = None,
+    security: ClientSecurity = PLAINTEXT,
 ) -> Iterator[list[Any]]:
     """The rows of one range, in COLUMNS order (`ts` in ms since the epoch)."""
     stats = stats if stats is not None else ReadStats()
@@ -169,7 +173,7 @@ def range_rows(
     low = since_ms if since_ms is not None else -(2**63)
     high = until_ms if until_ms is not None else 2**63
     undecodable = stats.undecodable
-    for record in _records(ref):
+    for record in _records(ref, security):
         stats.entries += 1
         key, value = record.key, record.value
         if key is None or value is None or len(value) < 2 or value[1] == Kind.SEGMENT_STARTED:
@@ -208,7 +212,7 @@ def range_rows(
         )
 
 
-def _records(ref: TopicRange) -> Iterator[Any]:
+def _records(ref: TopicRange, security: ClientSecurity) -> Iterator[Any]:
     """The records of one range, read with aiokafka on a loop of this generator's own (it runs
     only while a fetch is awaited; the caller consumes the rows in between)."""
     from aiokafka import TopicPartition
@@ -217,7 +221,7 @@ def _records(ref: TopicRange) -> Iterator[Any]:
     tp = TopicPartition(ref.topic, ref.partition)
     consumer: Any = None
     try:
-        consumer = loop.run_until_complete(_open(ref, tp))
+        consumer = loop.run_until_complete(_open(ref, tp, security))
         position = ref.start
         progress_at = time.monotonic()
         while position < ref.end:
@@ -242,7 +246,7 @@ def _records(ref: TopicRange) -> Iterator[Any]:
         loop.close()
 
 
-async def _open(ref: TopicRange, tp: Any) -> Any:
+async def _open(ref: TopicRange, tp: Any, security: ClientSecurity) -> Any:
     """A consumer of `tp` at the range's start (made on the running loop, as aiokafka wants)."""
     from aiokafka import AIOKafkaConsumer
 
@@ -255,6 +259,7 @@ async def _open(ref: TopicRange, tp: Any) -> Any:
         auto_offset_reset="earliest",  # retention deleted the start since the plan: go on after
         max_partition_fetch_bytes=8 << 20,
         fetch_max_bytes=16 << 20,
+        **aiokafka_options(security),
     )
     try:
         await consumer.start()

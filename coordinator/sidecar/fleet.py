@@ -54,6 +54,7 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
+from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve.addresses import parse_host_port
 from coordinator.serve.listener import Listening, start_listener
 from coordinator.sidecar.fleet_journal import SECURITY, FleetJournal, PartitionWriter
@@ -68,7 +69,7 @@ from coordinator.sidecar.state_topic import (
     StateUnavailable,
     partition_for,
 )
-from coordinator.sidecar.upstream_clients import PLAINTEXT, UpstreamSecurity, client_options
+from coordinator.sidecar.upstream_clients import client_options
 
 if TYPE_CHECKING:
     from coordinator.serve.server import Server
@@ -93,7 +94,7 @@ class FleetOptions:
     session_timeout_ms: int = 4_000
     lease_ms: int = 3_000
     verify_interval_ms: int = 1_000
-    security: UpstreamSecurity = PLAINTEXT  # TLS/SASL of its aiokafka clients
+    security: ClientSecurity = PLAINTEXT  # TLS/SASL of its aiokafka clients
 
 
 @dataclass(slots=True)

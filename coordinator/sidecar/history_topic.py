@@ -51,8 +51,9 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.partitioner import murmur2
 
+from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve.history import HistoryRecorder, HistorySettings, Row
-from coordinator.sidecar.upstream_clients import PLAINTEXT, UpstreamSecurity, client_options
+from coordinator.sidecar.upstream_clients import client_options
 from storage.history import HISTORY_TOPIC, WRITER_HEADER, encode_fields
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class HistoryTopicOptions:
     topic: str = HISTORY_TOPIC
     partitions: int = 10
     replication_factor: int = -1  # -1: 3, or the number of brokers if fewer (as the state topic)
-    security: UpstreamSecurity = PLAINTEXT
+    security: ClientSecurity = PLAINTEXT
 
 
 def topic_configs(settings: HistorySettings, partitions: int) -> dict[str, str]:

@@ -52,6 +52,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from coordinator.broker.security_admin import SECURITY_ADMIN_APIS
 from coordinator.core.topics import TopicInfo
 from coordinator.security.acl import ANONYMOUS
+from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve.addresses import parse_upstream
 from coordinator.serve.listener import Listening, start_listener
 from coordinator.serve.secure import tls_principal
@@ -82,11 +83,7 @@ from coordinator.sidecar.traffic import UpstreamCollector
 from coordinator.sidecar.txn import OBSERVED as TXN_OBSERVED
 from coordinator.sidecar.txn import TXN_OFFSET_COMMIT, TxnOffsets
 from coordinator.sidecar.upstream import Link, Upstreams, UpstreamUnavailable
-from coordinator.sidecar.upstream_clients import (
-    PLAINTEXT,
-    UpstreamSecurity,
-    security_from_settings,
-)
+from coordinator.sidecar.upstream_clients import security_from_settings
 from protocol import apis, codec
 from protocol.framing import FramingError
 
@@ -127,7 +124,7 @@ class SidecarOptions:
     topic_delete_after_ms: int = 60_000
     lag_interval_ms: int = 10_000
     metrics_per_group: bool = False
-    security: UpstreamSecurity = PLAINTEXT  # TLS/SASL toward the upstream (upstream_clients)
+    security: ClientSecurity = PLAINTEXT  # TLS/SASL toward the upstream (upstream_clients)
 
 
 def from_settings(server: Server, settings: Any) -> Sidecar | None:

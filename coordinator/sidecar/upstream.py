@@ -29,13 +29,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, Protocol, cast
 
+from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.sidecar import rewrite
 from coordinator.sidecar.rewrite import BrokerAddress, FrameStream, RewriteError, Sink
 from coordinator.sidecar.traffic import ApiTraffic, UpstreamStats
 from coordinator.sidecar.upstream_clients import (
-    PLAINTEXT,
     UpstreamAuthError,
-    UpstreamSecurity,
     authenticate,
 )
 from protocol.framing import FramingError
@@ -262,7 +261,7 @@ class Broker:
         port: int,
         node_id: int = -1,
         stats: UpstreamStats | None = None,
-        security: UpstreamSecurity = PLAINTEXT,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.host = host
         self.port = port
@@ -404,7 +403,7 @@ class Upstreams:
     """The upstream cluster as the sidecar knows it: brokers by node id, and the bootstrap list."""
 
     def __init__(
-        self, bootstrap: list[tuple[str, int]], security: UpstreamSecurity = PLAINTEXT
+        self, bootstrap: list[tuple[str, int]], security: ClientSecurity = PLAINTEXT
     ) -> None:
         self.security = security
         self.stats = UpstreamStats()  # what clients' requests forward (coordinator.sidecar.traffic)

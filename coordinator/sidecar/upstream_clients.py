@@ -4,7 +4,7 @@ and the upstream's security (TLS, SASL: issue 22).
 - The fleet's producer, readers, admin client and membership consumer (coordinator.sidecar.fleet,
   coordinator.sidecar.state_topic) are aiokafka clients built from `client_options`.
 - The sidecar's own links (coordinator.sidecar.upstream: forwarded client traffic, metadata
-  refreshes, lag reads) open TLS with `UpstreamSecurity.ssl_context` and authenticate with
+  refreshes, lag reads) open TLS with `ClientSecurity.ssl_context` and authenticate with
   `authenticate` (SaslHandshake v1, then SaslAuthenticate v1 steps: PLAIN, or SCRAM through
   scramp's client) before any request of theirs is sent.
 
@@ -17,65 +17,35 @@ sidecar fronts (READ/WRITE on their topics, the fleet's state topic and group).
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from scramp import ScramClient, ScramException
 
+from coordinator.security.client import PLAINTEXT, ClientSecurity, aiokafka_options
+
 CLIENT_ID = "groupcoord-fleet"
-PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class UpstreamAuthError(Exception):
     """The upstream refused our SASL authentication (wrong credentials or mechanism)."""
 
 
-@dataclass(frozen=True, slots=True)
-class UpstreamSecurity:
-    protocol: str = "PLAINTEXT"
-    mechanism: str = "PLAIN"
-    username: str = ""
-    password: str = ""
-    cafile: str | None = None  # None: the system's CAs
-    ssl_context: ssl.SSLContext | None = None  # built from cafile when TLS
-
-    @property
-    def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
-
-    @property
-    def sasl(self) -> bool:
-        return self.protocol.startswith("SASL_")
-
-
-PLAINTEXT = UpstreamSecurity()
-
-
-def security_from_settings(settings: Any) -> UpstreamSecurity:
-    protocol = settings.upstream_security_protocol
-    context = None
-    cafile = settings.upstream_ssl_cafile or None
-    if protocol in ("SSL", "SASL_SSL"):
-        # Verified as any Kafka client verifies its brokers: the chain and the host name.
-        context = ssl.create_default_context(cafile=cafile)
-    return UpstreamSecurity(
-        protocol,
+def security_from_settings(settings: Any) -> ClientSecurity:
+    return ClientSecurity.create(
+        settings.upstream_security_protocol,
         settings.upstream_sasl_mechanism,
         settings.upstream_sasl_username,
         settings.upstream_sasl_password,
-        cafile,
-        context,
+        settings.upstream_ssl_cafile or None,
     )
 
 
 def client_options(
-    bootstrap: str, security: UpstreamSecurity = PLAINTEXT, request_timeout_ms: int = 10_000
+    bootstrap: str, security: ClientSecurity = PLAINTEXT, request_timeout_ms: int = 10_000
 ) -> dict[str, Any]:
     """Keyword arguments common to AIOKafkaProducer, AIOKafkaConsumer and AIOKafkaAdminClient."""
     return {
@@ -84,26 +54,14 @@ def client_options(
         "request_timeout_ms": request_timeout_ms,
         "retry_backoff_ms": 100,
         "metadata_max_age_ms": 30_000,
-        **security_options(security),
+        **aiokafka_options(security),
     }
-
-
-def security_options(security: UpstreamSecurity) -> dict[str, Any]:
-    """aiokafka's keyword arguments for `security` (also `groupcoord groups`' clients)."""
-    options: dict[str, Any] = {"security_protocol": security.protocol}
-    if security.tls:
-        options["ssl_context"] = security.ssl_context
-    if security.sasl:
-        options["sasl_mechanism"] = security.mechanism
-        options["sasl_plain_username"] = security.username
-        options["sasl_plain_password"] = security.password
-    return options
 
 
 Call = Callable[[Any], Awaitable[Any]]  # a request entity -> its decoded response
 
 
-async def authenticate(call: Call, security: UpstreamSecurity) -> None:
+async def authenticate(call: Call, security: ClientSecurity) -> None:
     """SASL on a fresh upstream link: `call` sends one request on it and returns the decoded
     response. Raises UpstreamAuthError when the upstream refuses."""
     handshake = await call(SaslHandshakeRequest(mechanism=security.mechanism))

@@ -17,12 +17,7 @@ import re
 import ssl
 from pathlib import Path
 
-from coordinator.sidecar.upstream_clients import (
-    MECHANISMS,
-    PLAINTEXT,
-    PROTOCOLS,
-    UpstreamSecurity,
-)
+from coordinator.security.client import MECHANISMS, PLAINTEXT, PROTOCOLS, ClientSecurity
 
 _JAAS_FIELD = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _USED = frozenset({
@@ -56,7 +51,7 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
-def load(path: str, warn: list[str] | None = None) -> UpstreamSecurity:
+def load(path: str, warn: list[str] | None = None) -> ClientSecurity:
     try:
         props = parse_properties(Path(path).read_text())
     except OSError as exc:
@@ -79,19 +74,17 @@ def load(path: str, warn: list[str] | None = None) -> UpstreamSecurity:
             raise CommandConfigError('sasl.jaas.config needs username="..." and password="..."')
         username = re.sub(r"\\(.)", r"\1", fields["username"])
         password = re.sub(r"\\(.)", r"\1", fields["password"])
-    context = None
     cafile = props.get("ssl.ca.location") or None
-    if protocol in ("SSL", "SASL_SSL"):
-        if props.get("ssl.truststore.location"):
-            if props.get("ssl.truststore.type", "JKS").upper() != "PEM":
-                raise CommandConfigError(
-                    "ssl.truststore.type must be PEM here (a JKS/PKCS12 store is Java's format)"
-                )
-            cafile = props["ssl.truststore.location"]
-        try:
-            context = ssl.create_default_context(cafile=cafile)
-        except (OSError, ssl.SSLError) as exc:
-            raise CommandConfigError(f"the CA file {cafile}: {exc}") from None
-        if props.get("ssl.endpoint.identification.algorithm", "https") == "":
-            context.check_hostname = False
-    return UpstreamSecurity(protocol, mechanism or "PLAIN", username, password, cafile, context)
+    if protocol in ("SSL", "SASL_SSL") and props.get("ssl.truststore.location"):
+        if props.get("ssl.truststore.type", "JKS").upper() != "PEM":
+            raise CommandConfigError(
+                "ssl.truststore.type must be PEM here (a JKS/PKCS12 store is Java's format)"
+            )
+        cafile = props["ssl.truststore.location"]
+    check_hostname = props.get("ssl.endpoint.identification.algorithm", "https") != ""
+    try:
+        return ClientSecurity.create(
+            protocol, mechanism or "PLAIN", username, password, cafile, check_hostname
+        )
+    except (OSError, ssl.SSLError) as exc:
+        raise CommandConfigError(f"the CA file {cafile}: {exc}") from None

@@ -29,7 +29,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from coordinator.sidecar.upstream_clients import security_options
+from coordinator.security.client import aiokafka_options
 from coordinator.tools.groups_wire import CLIENT_ID, SECURITY, GroupsError
 
 TP = tuple[str, int]
@@ -41,7 +41,7 @@ def _options(bootstrap: str, timeout_s: float) -> dict[str, Any]:
         "client_id": CLIENT_ID,
         "request_timeout_ms": max(1000, int(timeout_s * 1000)),
         "retry_backoff_ms": 100,
-        **security_options(SECURITY.get()),
+        **aiokafka_options(SECURITY.get()),
     }
 
 

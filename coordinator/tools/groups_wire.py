@@ -34,12 +34,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from coordinator.broker.answers import make
-from coordinator.sidecar.upstream_clients import (
-    PLAINTEXT,
-    UpstreamAuthError,
-    UpstreamSecurity,
-    authenticate,
-)
+from coordinator.security.client import PLAINTEXT, ClientSecurity
+from coordinator.sidecar.upstream_clients import UpstreamAuthError, authenticate
 from protocol import apis
 from protocol import consumer as consumer_protocol
 from protocol.varint import skip_tagged_fields
@@ -55,7 +51,7 @@ RETRIABLE = frozenset(
 T = TypeVar("T")
 # The cluster's security (--command-config: coordinator.tools.command_config), for every
 # connection of the command: set once by `groupcoord groups` before its event loop starts.
-SECURITY: ContextVar[UpstreamSecurity] = ContextVar("groups_security", default=PLAINTEXT)
+SECURITY: ContextVar[ClientSecurity] = ContextVar("groups_security", default=PLAINTEXT)
 
 
 class GroupsError(Exception):

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.security.client import ClientSecurity
 from coordinator.sidecar.upstream_clients import (
-    UpstreamSecurity,
     client_options,
     security_from_settings,
 )
@@ -103,6 +103,6 @@ def test_the_fleets_aiokafka_clients_get_the_same_security() -> None:
     assert options["sasl_mechanism"] == "SCRAM-SHA-512"
     assert (options["sasl_plain_username"], options["sasl_plain_password"]) == ("fleet", "pw")
     assert options["ssl_context"] is security.ssl_context is not None
-    plain = client_options("k:9092", UpstreamSecurity())
+    plain = client_options("k:9092", ClientSecurity())
     assert plain["security_protocol"] == "PLAINTEXT"
     assert "ssl_context" not in plain and "sasl_mechanism" not in plain
