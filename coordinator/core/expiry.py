@@ -7,8 +7,10 @@ core is loading.
 
 Retention (Kafka's cleanupGroupMetadata): a group's offsets expire `offsets.retention.minutes`
 after their base time (core.offsets.expiry_base: the commit time, or for a consumer group the
-time it became Empty), except those of topics it is subscribed to; an Empty group whose offsets
-have all expired is deleted.
+time it became Empty), except those of topics it is subscribed to and those of partitions with
+pending transactional offsets (issue 29; Kafka's OffsetMetadataManager.cleanupExpiredOffsets);
+an Empty group whose offsets have all expired is deleted, unless it has pending transactional
+offsets (Kafka keeps a group with open transactions).
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ def _expire_offsets(state: CoreState, now_ms: int, fx: Effects) -> None:
     wall = state.wall(now_ms)
     retention = state.config.offsets_retention_ms
     offsets = state.offsets
+    pending = state.txn_pending
     for gid, group in list(state.groups.items()):
         stored = offsets.topics(gid)
         if stored:
@@ -93,7 +96,9 @@ def _expire_offsets(state: CoreState, now_ms: int, fx: Effects) -> None:
                     all_expired = False  # pragma: no mutate
                     continue
                 for partition, value in parts.items():
-                    if is_expired(value, base, wall, retention):
+                    if is_expired(value, base, wall, retention) and not pending.has(
+                        gid, topic, partition
+                    ):
                         expired.append((topic, partition))
                     else:
                         all_expired = False  # pragma: no mutate
@@ -104,5 +109,5 @@ def _expire_offsets(state: CoreState, now_ms: int, fx: Effects) -> None:
                 fx.events.append(OffsetsExpired(gid, len(expired)))
             if not all_expired:
                 continue
-        if group.state is GroupState.EMPTY:
+        if group.state is GroupState.EMPTY and not pending.has_group(gid):
             remove_group(state, gid, fx)

@@ -39,6 +39,9 @@ class PendingOffsets:
             k.topic == topic and k.partition == partition for k in self._groups.get(group_id, ())
         )
 
+    def has_group(self, group_id: str) -> bool:
+        return group_id in self._groups
+
     def group_ids(self) -> list[str]:
         return list(self._groups)
 

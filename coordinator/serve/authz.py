@@ -13,6 +13,11 @@ The matrix (KafkaApis, Kafka 3.9/4.0): what each API needs, and what a denial an
 - JoinGroup, SyncGroup, Heartbeat, LeaveGroup: GROUP READ, else GROUP_AUTHORIZATION_FAILED.
 - OffsetCommit: GROUP READ (else the group's error); TOPIC READ per topic, else that topic's
   partitions TOPIC_AUTHORIZATION_FAILED.
+- TxnOffsetCommit (sidecar only; KafkaApis.handleTxnOffsetCommitRequest): TRANSACTIONAL_ID
+  WRITE on its transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then GROUP READ,
+  else GROUP_AUTHORIZATION_FAILED (both for every partition: the API has no top-level error);
+  then TOPIC READ per topic, as OffsetCommit. The producer id is not judged (implied by the
+  transactional id, as in Kafka).
 - OffsetFetch: GROUP DESCRIBE (else the group's error); TOPIC DESCRIBE per topic: a named topic
   answers TOPIC_AUTHORIZATION_FAILED, "all topics" leaves it out.
 - OffsetDelete: GROUP DELETE (else the group's error); TOPIC READ per topic.
@@ -61,6 +66,7 @@ GROUP, TOPIC, CLUSTER = ResourceType.GROUP, ResourceType.TOPIC, ResourceType.CLU
 May = Callable[[Operation, ResourceType, str], bool]
 Amend = Callable[[Any], Any]
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+TXN_OFFSET_COMMIT = 28  # not in protocol.apis: the sidecar answers it (coordinator.sidecar.txn)
 _FREE = frozenset({apis.API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 _SINGLE_GROUP_READ = frozenset(
     {apis.JOIN_GROUP, apis.SYNC_GROUP, apis.HEARTBEAT, apis.LEAVE_GROUP,
@@ -158,6 +164,15 @@ def _group_and_topics(group_operation: Operation, prefix: str) -> Handler:
         return Plan(replace(request, topics=kept), amend)
 
     return handler
+
+
+def _txn_offset_commit(header: RequestHeader, request: Any, may: May) -> Plan:
+    if not may(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return Plan(error=E.transactional_id_authorization_failed)
+    return _offset_commit_topics(header, request, may)
+
+
+_offset_commit_topics = _group_and_topics(READ, "TxnOffsetCommitResponse")
 
 
 def _fetched_partition(cls: type, index: int) -> Any:
@@ -489,6 +504,7 @@ _NO_DATA = {
 
 _HANDLERS: dict[int, Handler] = {
     apis.OFFSET_COMMIT: _group_and_topics(READ, "OffsetCommitResponse"),
+    TXN_OFFSET_COMMIT: _txn_offset_commit,
     apis.OFFSET_FETCH: _offset_fetch,
     apis.OFFSET_DELETE: _group_and_topics(DELETE, "OffsetDeleteResponse"),
     apis.DESCRIBE_GROUPS: _describe_groups,

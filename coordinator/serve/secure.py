@@ -193,6 +193,19 @@ class Gate:
             return None
         if not self.options.authorizer:
             return request
+        plan = self.judge(conn, header, request)
+        if plan.error is not None:
+            conn.send(codec.encode_response(header, self._refusal(header, request, plan.error)))
+            return None
+        if plan.amend is not None:
+            conn.amend_next(header, plan.amend)
+        return plan.request
+
+    def judge(self, conn: Any, header: RequestHeader, request: Any) -> authz.Plan:
+        """The ACLs' verdict on `request` from `conn` (coordinator.serve.authz.plan), denials
+        logged; also for the requests the sidecar answers outside the server's codec
+        (TxnOffsetCommit: coordinator.sidecar.txn)."""
+        key = header.api_key
         authorizer = self.server.core.state.security.authorizer
         caller = Caller(conn.principal, conn.client_host.lstrip("/"))
         denied: list[str] = []
@@ -213,12 +226,7 @@ class Gate:
                 caller.host,
                 "; ".join(denied),
             )
-        if plan.error is not None:
-            conn.send(codec.encode_response(header, self._refusal(header, request, plan.error)))
-            return None
-        if plan.amend is not None:
-            conn.amend_next(header, plan.amend)
-        return plan.request
+        return plan
 
     @staticmethod
     def _refusal(header: RequestHeader, request: Any, error: ErrorCode) -> Any:

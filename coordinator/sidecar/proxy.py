@@ -82,6 +82,7 @@ from coordinator.sidecar.slots import STREAMING, LocalReply, Rewritten, Slot
 from coordinator.sidecar.traffic import UpstreamCollector
 from coordinator.sidecar.txn import OBSERVED as TXN_OBSERVED
 from coordinator.sidecar.txn import TXN_OFFSET_COMMIT, TxnOffsets
+from coordinator.sidecar.txn_notice import WRITE_TXN_MARKERS
 from coordinator.sidecar.upstream import Link, Upstreams, UpstreamUnavailable
 from coordinator.sidecar.upstream_clients import security_from_settings
 from protocol import apis, codec
@@ -105,8 +106,10 @@ _WHOLE: Final = (
     | {API_VERSIONS, FIND_COORDINATOR, METADATA, DESCRIBE_CLUSTER, 17, 36}  # 17, 36: SASL
     | {TXN_OFFSET_COMMIT}
     | TXN_OBSERVED  # coordinator.sidecar.txn
+    | {WRITE_TXN_MARKERS}  # from a fleet member: an outcome notice (coordinator.sidecar.txn)
 )
 _GROUP_KEY: Final = 0
+_TXN: Final = TXN_OBSERVED | {TXN_OFFSET_COMMIT}
 # What a sidecar answers itself (groupcoord_requests_total); the rest is forwarded upstream.
 _ANSWERED_HERE: Final = apis.GROUP_APIS | {API_VERSIONS, FIND_COORDINATOR}
 _PAUSED_UPSTREAM: Final = 1  # reasons a client connection's reading is paused (bit mask)
@@ -520,7 +523,7 @@ class SidecarConnection(asyncio.Protocol):
             slot = Slot(self)
             self._slots.append(slot)
             self._dispatch(slot, frame)
-        elif api_key == TXN_OFFSET_COMMIT or api_key in TXN_OBSERVED:
+        elif api_key in _TXN or (api_key == WRITE_TXN_MARKERS and self.from_peer):
             self._txn(frame, api_key, correlation_id)
         elif api_key in WITHHELD:
             self.abort(f"API {api_key} is not offered in sidecar mode")
@@ -565,6 +568,11 @@ class SidecarConnection(asyncio.Protocol):
             self._sidecar.txn.request(
                 self, frame, lambda data: self.complete(slot, data), self._group_router
             )
+            return
+        if api_key == WRITE_TXN_MARKERS:  # a fleet member's outcome notice
+            slot = Slot(self)
+            self._slots.append(slot)
+            self._sidecar.txn.notice(self, frame, partial(self.complete, slot))
             return
         frame, slot = self._sidecar.txn.observed(self, frame, api_key)
         self._slots.append(slot)

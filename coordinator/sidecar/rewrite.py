@@ -92,6 +92,7 @@ _KIO_NAMES: Final = {  # kio's module name and class name prefix for each API th
     25: ("add_offsets_to_txn", "AddOffsetsToTxn"),
     26: ("end_txn", "EndTxn"),
     28: ("txn_offset_commit", "TxnOffsetCommit"),
+    27: ("write_txn_markers", "WriteTxnMarkers"),  # the fleet's outcome notices, member to member
 }
 VERSION_CAPS: Final = {
     PRODUCE: 9,  # v10 adds NodeEndpoints (KIP-951)

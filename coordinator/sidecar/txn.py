@@ -23,10 +23,22 @@ The mechanism: observed outcome, with the upstream's own group coordinator as th
   * an InitProducerId answered for a transactional id with pending offsets of an older producer
     id or epoch: that transaction is over (Kafka completes or aborts it before it answers); the
     shadow group says how: an offset the upstream shows committed was committed, the rest dropped;
+  * in a fleet, the EndTxn or InitProducerId passes through the client's own member, which
+    need not own the group: that member tells the owner (coordinator.sidecar.txn_notice: a
+    WriteTxnMarkers request over the fleet links, as Kafka's transaction coordinator tells the
+    group coordinator; the groups are the ones it saw named by the transaction's
+    AddOffsetsToTxn). An EndTxn's notice carries the outcome, and the EndTxn answer is held
+    until every owner took it (durable there): a client reuses its producer id and epoch for
+    its next transaction, so a notice arriving after that transaction began could settle the
+    wrong offsets. An owner that cannot take it (unreachable, loading after a failover) is
+    asked again every CHECK_INTERVAL_S, relocated each time; after NOTICE_DEADLINE_S the client
+    connection is closed instead of answered, and the client retries its EndTxn (Kafka answers
+    a repeated EndTxn of a completed transaction with its outcome again), which tells the
+    owners again. A fencing InitProducerId's notice says "over, ask the shadow group" for the
+    older epochs (not held: no later transaction uses them);
   * every CHECK_INTERVAL_S, pending offsets older than WITNESS_AFTER_MS are compared with the
-    shadow group's committed offsets (OffsetFetch upstream): one it shows is committed (how a
-    fleet member settles the transactions whose EndTxn passed through another member, and those
-    whose client died while its EndTxn was in flight);
+    shadow group's committed offsets (OffsetFetch upstream): one it shows is committed (those
+    whose client died while its EndTxn was in flight, and a notice that never arrived);
   * the bounded fallback: a pending offset older than ABORT_AFTER_MS (Kafka's
     transaction.max.timeout.ms, 15 minutes: no transaction lives longer upstream) that the
     shadow does not show is dropped.
@@ -45,12 +57,18 @@ Invariants:
   upstream showing that offset committed in the shadow group). An aborted staging equal to the
   previously committed shadow offset reads as committed, which changes no offset.
 - A pending offset exists here only if the upstream holds it in the transaction too.
+- In a fleet, a TxnOffsetCommit is answered by the group's owner (forwarded there); pending
+  offsets are records of the state topic, so a new owner replays them and settles them as the
+  old one would have (the notices are relocated to it).
+- On a secured listener a TxnOffsetCommit is judged as KafkaApis judges it (coordinator.serve
+  .authz: TRANSACTIONAL_ID WRITE, GROUP READ, TOPIC READ) before anything else.
 - Standalone mode has no transactions (no data): TxnOffsetCommit is not offered there at all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import logging
 import time
@@ -76,12 +94,21 @@ from coordinator.sidecar import rewrite
 from coordinator.sidecar.placement import Placement
 from coordinator.sidecar.rewrite import RewriteError
 from coordinator.sidecar.slots import Slot, SlotOwner
+from coordinator.sidecar.txn_notice import (
+    AddedOffsets,
+    Notice,
+    notice_request,
+    notice_response,
+    read_notices,
+    unacknowledged,
+)
 from coordinator.sidecar.upstream import Broker, UpstreamUnavailable
+from protocol.codec import RequestHeader
 
 if TYPE_CHECKING:
     from coordinator.serve.http import Observability
     from coordinator.serve.server import Server
-    from coordinator.sidecar.forward import Router
+    from coordinator.sidecar.forward import PeerLinks, Router
     from coordinator.sidecar.placement import Locator
     from coordinator.sidecar.upstream import Upstreams
 
@@ -92,6 +119,7 @@ class Sidecar(Protocol):
     server: Server
     locator: Locator | None
     upstreams: Upstreams
+    peer_links: PeerLinks
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]: ...
 
@@ -110,6 +138,9 @@ SHADOW_PREFIX: Final = "__groupcoord_txn."
 CHECK_INTERVAL_S: Final = 0.5
 WITNESS_AFTER_MS: Final = 1_000
 ABORT_AFTER_MS: Final = 900_000  # Kafka's transaction.max.timeout.ms default
+# How long an EndTxn answer waits for the owners to take its notice (a failover's loading
+# included) before the client connection is closed instead (module docstring).
+NOTICE_DEADLINE_S: Final = 15.0
 _RETRIABLE_UPSTREAM: Final = frozenset(
     {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
      ErrorCode.coordinator_load_in_progress}
@@ -203,8 +234,6 @@ def shadow_request(request: Any) -> Any:
 
 
 def _replace(entity: Any, fields: dict[str, Any]) -> Any:
-    import dataclasses
-
     return dataclasses.replace(entity, **fields)
 
 
@@ -221,6 +250,19 @@ def accepted_upstream(cmd: TxnOffsetCommit, response: Any) -> tuple[TxnOffsetCom
         if (kept := tuple(p for p in t.partitions if (t.name, p.partition) not in refused))
     )
     return _replace(cmd, {"topics": topics}), refused
+
+
+def amended(
+    answer: Callable[[bytes], None], version: int, amend: Callable[[Any], Any]
+) -> Callable[[bytes], None]:
+    """`answer` with the gate's `amend` applied (the denied topics put back with their error)."""
+
+    def send(data: bytes) -> None:
+        response = rewrite.decode_response(TXN_OFFSET_COMMIT, version, data)
+        correlation_id = rewrite.response_correlation_id(data)
+        answer(rewrite.encode_response(correlation_id, TXN_OFFSET_COMMIT, version, amend(response)))
+
+    return send
 
 
 def merged(cmd: TxnOffsetCommit, staged: OffsetCommitResult,
@@ -273,6 +315,7 @@ class TxnOffsets:
         self.resolved: Counter[tuple[str, str]] = Counter()  # (outcome, source) -> entries
         self._coordinators: dict[str, Broker] = {}  # shadow group -> its upstream coordinator
         self._checking = False
+        self.added = AddedOffsets()  # in a fleet: what to tell the owners (txn_notice)
 
     def start(self, obs: Observability | None) -> None:
         self.sidecar.spawn(self._loop())
@@ -299,7 +342,24 @@ class TxnOffsets:
         except RewriteError as exc:
             conn.abort(f"malformed TxnOffsetCommit: {exc}")
             return
+        gate = self.server.gate
+        if gate is not None and gate.options.authorizer and not conn.from_peer:
+            # Judged by the member the client is connected to, as the group APIs are.
+            header = RequestHeader(TXN_OFFSET_COMMIT, version, correlation_id, "")
+            plan = gate.judge(conn, header, request)
+            if plan.error is not None:
+                error = plan.error
+                answer(response_frame(correlation_id, version, uniform(to_command(request), error)))
+                return
+            if plan.request is not request:  # without the topics it may not read
+                request = plan.request
+                frame = reencode_request(frame, version, request)
+            if plan.amend is not None:
+                answer = amended(answer, version, plan.amend)
         cmd = to_command(request)
+        if not cmd.topics:
+            answer(response_frame(correlation_id, version, OffsetCommitResult(())))
+            return
         locator = self.sidecar.locator
         if locator is not None:
             where = locator.locate(cmd.group_id)
@@ -395,6 +455,10 @@ class TxnOffsets:
             log.debug("cannot read a transaction request: %s", exc)
             return frame, Slot(conn)
         if api_key == ADD_OFFSETS_TO_TXN:
+            if self.sidecar.locator is not None:
+                self.added.add(request.transactional_id, int(request.producer_id),
+                               int(request.producer_epoch), request.group_id,
+                               time.time() * 1000)  # fmt: skip
             shadow = _replace(request, {"group_id": shadow_group(request.group_id)})
             return reencode_request(frame, version, shadow), Slot(conn)
 
@@ -408,32 +472,53 @@ class TxnOffsets:
             if response.error_code != ErrorCode.none:
                 release(answer)
             elif api_key == END_TXN:
-                self._end_txn(request, answer, release)
+                self._end_txn(conn, request, answer, release)
             else:
                 release(answer)
                 self._fenced(request, response)
 
         return frame, Held(conn, then)
 
-    def _end_txn(self, request: Any, answer: bytes, release: Callable[[bytes], None]) -> None:
-        """EndTxn answered: settle that epoch's pending offsets here, then release the answer."""
-        core = self.server.core
-        pid, epoch = int(request.producer_id), int(request.producer_epoch)
-        commit = bool(request.committed)
-        fx = Effects()
-        for group_id in core.txn_pending_groups():
-            ended = ended_by_end_txn(core.txn_pending(group_id), pid, epoch)
-            if ended:
-                more, count = core.txn_settle(group_id, ended if commit else [],
-                                              [] if commit else ended)  # fmt: skip
-                self._count(fx, more, "committed" if commit else "aborted", "end_txn", count)
+    def _end_txn(
+        self, conn: SlotOwner, request: Any, answer: bytes, release: Callable[[bytes], None]
+    ) -> None:
+        """EndTxn answered: settle that epoch's pending offsets here and, in a fleet, tell the
+        owners of its other groups; then release the answer."""
+        notice = Notice(int(request.producer_id), int(request.producer_epoch),
+                        bool(request.committed))  # fmt: skip
+        groups = self.added.ended(notice.producer_id, notice.producer_epoch)
+        fx = self._settle_told(notice, None, "end_txn")
+
+        def settled() -> None:
+            if not groups:
+                release(answer)
+                return
+            # Held until every owner took the notice: the client cannot start its next
+            # transaction (same producer id and epoch) before this one is settled everywhere.
+            self.sidecar.spawn(self._tell_then(notice, groups, conn, answer, release))
+
         runtime = self.server.runtime
         if not fx.records or runtime is None:
-            release(answer)
+            settled()
             return
         # Released either way: the upstream's transaction is over whatever our log says; a
         # failed write leaves the offsets pending, and the witness settles them later.
-        runtime.apply_then(fx, lambda: release(answer), lambda exc: release(answer))
+        runtime.apply_then(fx, settled, lambda exc: settled())
+
+    def _settle_told(self, notice: Notice, group_ids: list[str] | None, source: str) -> Effects:
+        """The pending offsets of `notice`'s producer id and epoch settled as it tells, in
+        `group_ids` (None: every group here); the records to write."""
+        core = self.server.core
+        commit = bool(notice.committed)
+        fx = Effects()
+        for group_id in core.txn_pending_groups() if group_ids is None else group_ids:
+            pending = core.txn_pending(group_id)
+            ended = ended_by_end_txn(pending, notice.producer_id, notice.producer_epoch)
+            if ended:
+                more, count = core.txn_settle(group_id, ended if commit else [],
+                                              [] if commit else ended)  # fmt: skip
+                self._count(fx, more, "committed" if commit else "aborted", source, count)
+        return fx
 
     def _fenced(self, request: Any, response: Any) -> None:
         """InitProducerId answered for a transactional id: its older transactions are over."""
@@ -448,6 +533,113 @@ class TxnOffsets:
         }  # fmt: skip
         if ended:
             self.sidecar.spawn(self._witness(ended, "fencing", abort_rest=True))
+        for notice, groups in self.added.fenced(txn_id, pid, epoch):
+            self.sidecar.spawn(self._tell(notice, groups))  # not held: only older epochs
+
+    # -- the fleet's outcome notices (coordinator.sidecar.txn_notice) ----------------------------
+
+    async def _tell_then(self, notice: Notice, groups: set[str], conn: SlotOwner, answer: bytes,
+                         release: Callable[[bytes], None]) -> None:  # fmt: skip
+        """The EndTxn `answer` released once every owner took `notice`; if they did not within
+        NOTICE_DEADLINE_S, the client connection is closed instead (module docstring)."""
+        if await self._tell(notice, groups):
+            release(answer)
+        else:
+            conn.abort("the transaction's outcome could not be told to its groups' owners")
+
+    async def _tell(self, notice: Notice, groups: set[str]) -> bool:
+        """Tell the owner of each of `groups` (this member, for the ones it owns now) about
+        `notice`, again every CHECK_INTERVAL_S while one has not taken it (loading after a
+        failover, unreachable); True once all did, False at NOTICE_DEADLINE_S."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + NOTICE_DEADLINE_S
+        left = set(groups)
+        while True:
+            left = await self._tell_once(notice, left)
+            if not left:
+                return True
+            if loop.time() + CHECK_INTERVAL_S > deadline:
+                log.warning("the owners of %s did not take the outcome of producer %d/%d",
+                            sorted(left), notice.producer_id, notice.producer_epoch)  # fmt: skip
+                return False
+            await asyncio.sleep(CHECK_INTERVAL_S)  # a retry period, bounded by the deadline
+
+    async def _tell_once(self, notice: Notice, groups: set[str]) -> set[str]:
+        """One round of `_tell`: the groups still to tell."""
+        locator = self.sidecar.locator
+        left: set[str] = set()
+        by_owner: dict[tuple[str, int], list[str]] = {}
+        for group_id in sorted(groups):
+            where = locator.locate(group_id) if locator is not None else None
+            if where is None or where.placement is Placement.LOCAL:
+                if not await self._settle_here(notice, group_id):
+                    left.add(group_id)
+            elif where.placement is Placement.REMOTE and where.address is not None:
+                by_owner.setdefault(where.address, []).append(group_id)
+            else:
+                left.add(group_id)
+        for address, owned in by_owner.items():
+            member = self.sidecar.peer_links.member(address)
+            try:
+                frame = await member.request(notice_request(notice, owned))
+            except UpstreamUnavailable as exc:
+                log.debug("cannot tell %s an outcome: %s", member.label, exc)
+                left.update(owned)
+                continue
+            left |= unacknowledged(frame, owned)
+        return left
+
+    def notice(self, conn: SlotOwner, frame: bytes, answer: Callable[[bytes], None]) -> None:
+        """Another member's notice (WriteTxnMarkers, on the fleet listener): settle the named
+        groups owned here; answer per group whether it was taken."""
+        try:
+            _, version, correlation_id, request = decode_request(frame)
+        except RewriteError as exc:
+            conn.abort(f"malformed notice: {exc}")
+            return
+
+        async def take() -> None:
+            locator = self.sidecar.locator
+            answers = []
+            for notice, groups in read_notices(request):
+                errors: dict[str, ErrorCode] = {}
+                for group_id in groups:
+                    where = locator.locate(group_id).placement if locator else Placement.LOCAL
+                    if where is Placement.LOADING:
+                        errors[group_id] = ErrorCode.coordinator_load_in_progress
+                    elif where is not Placement.LOCAL:
+                        errors[group_id] = ErrorCode.not_coordinator
+                    elif await self._settle_here(notice, group_id):
+                        errors[group_id] = ErrorCode.none
+                    else:  # a failed write: the sender asks again
+                        errors[group_id] = ErrorCode.not_coordinator
+                answers.append((notice, errors))
+            answer(notice_response(correlation_id, version, answers))
+
+        self.sidecar.spawn(take())
+
+    async def _settle_here(self, notice: Notice, group_id: str) -> bool:
+        """`notice` applied to `group_id`'s pending offsets here; True once durable."""
+        if notice.committed is None:  # over, outcome unknown: the shadow group says
+            core = self.server.core
+            entries = [(k, v) for k, v in core.txn_pending(group_id)
+                       if k.producer_id == notice.producer_id
+                       and v.producer_epoch == notice.producer_epoch]  # fmt: skip
+            if entries:
+                return await self._witness({group_id: entries}, "fencing", abort_rest=True)
+            return True
+        fx = self._settle_told(notice, [group_id], "notice")
+        runtime = self.server.runtime
+        if not fx.records or runtime is None:
+            return True
+        durable: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def done(ok: bool) -> None:
+            if not durable.done():
+                durable.set_result(ok)
+
+        runtime.apply_then(fx, lambda: done(True), lambda exc: done(False))
+        return await durable
 
     # -- the witness -----------------------------------------------------------------------------
 
@@ -467,6 +659,7 @@ class TxnOffsets:
             return
         core = self.server.core
         now = time.time() * 1000
+        self.added.prune(now - ABORT_AFTER_MS)
         old: dict[str, list[Entry]] = {}
         expired: dict[str, list[Entry]] = {}
         for group_id in core.txn_pending_groups():
@@ -486,14 +679,14 @@ class TxnOffsets:
         finally:
             self._checking = False
 
-    async def _witness(self, ended: dict[str, list[Entry]], source: str, abort_rest: bool) -> None:
+    async def _witness(self, ended: dict[str, list[Entry]], source: str, abort_rest: bool) -> bool:
         """Commit the entries the shadow groups show committed; with `abort_rest`, drop the
-        others (their transactions are known to be over)."""
+        others (their transactions are known to be over). False: a shadow could not be read."""
         shadows = {g: await self._shadow_offsets(g, entries) for g, entries in ended.items()}
         core = self.server.core
         runtime = self.server.runtime
         if runtime is None:
-            return
+            return False
         fx = Effects()
         for group_id, entries in ended.items():
             shadow = shadows[group_id]
@@ -512,6 +705,7 @@ class TxnOffsets:
             fx.events += more.events
         if fx.records:
             runtime.apply(fx)
+        return all(shadow is not None for shadow in shadows.values())
 
     async def _shadow_offsets(
         self, group_id: str, entries: list[Entry]

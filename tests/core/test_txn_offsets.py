@@ -86,3 +86,21 @@ def test_fencing_and_witness() -> None:
 def test_stale_generation_is_illegal() -> None:
     c = core()
     assert c.txn_check(commit(5, generation=3)) is E.illegal_generation
+
+
+def test_retention_keeps_a_partitions_offset_and_its_group_while_pending() -> None:
+    """Kafka's OffsetMetadataManager.cleanupExpiredOffsets: no offset of a partition with pending
+    transactional offsets expires, and a group with open transactions is not removed."""
+    catalog = TopicCatalog()
+    catalog.put(TopicInfo("in", uuid.UUID(int=1), 2, ()))
+    config = CoordinatorConfig(offsets_retention_ms=1_000, offsets_retention_check_interval_ms=100)
+    c = GroupCoordinator(config, catalog, lambda p: f"{p}-m")
+    c.expire(0)  # arms the retention check
+    c.txn_stage(commit(5), 0)
+    c.txn_settle("g", c.txn_pending("g"), [])
+    c.txn_stage(commit(6), 0)
+    c.expire(10_000)
+    assert c.committed_offsets("g")[("in", 0)].offset == 5 and "g" in c.state.groups
+    c.txn_settle("g", [], c.txn_pending("g"))  # aborted: nothing holds them any more
+    c.expire(20_000)
+    assert c.committed_offsets("g") == {} and "g" not in c.state.groups

@@ -4,7 +4,8 @@ send the same request on a SASL_PLAINTEXT connection (`--authorizer acl`, super 
 gets the answer and error code Kafka gives. Also: a principal without GROUP DELETE cannot delete a
 group, ListGroups hides the groups a principal may not describe, OffsetFetch of "all topics" hides
 the topics it may not describe, and the ACL APIs without CLUSTER ALTER/DESCRIBE are
-CLUSTER_AUTHORIZATION_FAILED.
+CLUSTER_AUTHORIZATION_FAILED. TxnOffsetCommit, which only a sidecar offers (issue 29), is judged
+through a secured sidecar in front of tansu, with ACLs of its own (TXN_ACLS).
 
 The ACLs (created by the admin with CreateAcls before the tests):
   alice  GROUP team-a* (prefixed) READ, DELETE; DENY READ on GROUP team-a-denied;
@@ -26,9 +27,10 @@ import pytest
 
 from tests.security import secure_util as su
 from tests.support import realclients as rc
-from tests.support.sidecar_util import commit_request, kio, produce_request
+from tests.support.sidecar_util import Stack, commit_request, kio, produce_request, stack
 
 pytestmark = pytest.mark.clients
+__all__ = ["stack"]
 
 NONE, UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED = 0, 25, 79
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
@@ -430,3 +432,80 @@ async def test_create_acls_without_cluster_alter_is_refused_and_changes_nothing(
     after = await ask(acl_server, "admin", describe_acls())
     assert after.resources == before.resources
     assert "denied CreateAcls from User:carol" in acl_server.log_path.read_text()
+
+
+# ------------------------------------------------------------ TxnOffsetCommit: a sidecar's only
+
+TXN_ID_T = 5
+TXN_ACLS = [
+    ("User:alice", TXN_ID_T, "tx-", PREFIXED, WRITE, ALLOW),
+    ("User:alice", GROUP_T, "eos", LITERAL, READ, ALLOW),
+    ("User:alice", TOPIC_T, su.TOPIC, LITERAL, READ, ALLOW),
+    ("User:bob", GROUP_T, "eos", LITERAL, READ, ALLOW),
+    ("User:bob", TOPIC_T, su.TOPIC, LITERAL, READ, ALLOW),
+    ("User:carol", TXN_ID_T, "tx-", PREFIXED, WRITE, ALLOW),
+    ("User:carol", TOPIC_T, su.TOPIC, LITERAL, READ, ALLOW),
+]
+NOT_DENIED = "not denied"  # the transaction's own answer (none is open): not an ACL's
+TXN_ROWS = [  # (what, principal, transactional id, topics, answer per topic)
+    ("TRANSACTIONAL_ID WRITE first", "bob", "tx-b", (su.TOPIC,), {su.TOPIC: {TXN_DENIED}}),
+    ("TRANSACTIONAL_ID WRITE on that id", "alice", "other", (su.TOPIC,),
+     {su.TOPIC: {TXN_DENIED}}),
+    ("then GROUP READ", "carol", "tx-c", (su.TOPIC,), {su.TOPIC: {GROUP_DENIED}}),
+    ("then TOPIC READ per topic", "alice", "tx-a", (su.TOPIC, SECRET),
+     {su.TOPIC: NOT_DENIED, SECRET: {TOPIC_DENIED}}),
+    ("a super user", "admin", "any", (su.TOPIC, SECRET),
+     {su.TOPIC: NOT_DENIED, SECRET: NOT_DENIED}),
+]
+
+
+def txn_offset_commit(txn_id: str, topics: tuple[str, ...]) -> Any:
+    def k(cls: str, **fields: Any) -> Any:
+        import importlib
+
+        module = importlib.import_module("kio.schema.txn_offset_commit.v3.request")
+        return getattr(module, cls)(**fields)
+
+    return k("TxnOffsetCommitRequest", transactional_id=txn_id, group_id="eos", producer_id=0,
+             producer_epoch=0, generation_id=-1, member_id="", group_instance_id=None,
+             topics=tuple(k("TxnOffsetCommitRequestTopic", name=t, partitions=(
+                 k("TxnOffsetCommitRequestPartition", partition_index=0, committed_offset=1,
+                   committed_leader_epoch=-1, committed_metadata=""),)) for t in topics))
+
+
+async def test_txn_offset_commit_through_a_secured_sidecar(stack: Stack,
+                                                           users_file: Path) -> None:
+    """KafkaApis.handleTxnOffsetCommitRequest's order: TRANSACTIONAL_ID WRITE, else every
+    partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED; GROUP READ, else GROUP_AUTHORIZATION_FAILED;
+    TOPIC READ per topic, else that topic's partitions TOPIC_AUTHORIZATION_FAILED."""
+    from coordinator.sidecar import rewrite
+    from tests.support.sidecar_util import create_topic
+
+    tansu = stack.tansu()
+    for topic in TOPICS:
+        await create_topic(tansu.bootstrap, topic, 1)
+    args = su.security_args("SASL_PLAINTEXT", None, users_file, authorizer=True)
+    sidecar = stack.sidecar(tansu.bootstrap, *args)
+    admin = await su.login(sidecar.port, "admin")
+    try:
+        created = await admin.call(kio(30, 3, "CreateAclsRequest",
+                                       creations=tuple(acl_creation(*a) for a in TXN_ACLS)))
+        assert [r.error_code for r in created.results] == [NONE] * len(TXN_ACLS), created
+    finally:
+        admin.close()
+    answers = {}
+    for what, principal, txn_id, topics, _ in TXN_ROWS:
+        client = await su.login(sidecar.port, principal)
+        try:
+            await client.send(txn_offset_commit(txn_id, topics))
+            response = rewrite.decode_response(28, 3, await client.receive())
+        finally:
+            client.close()
+        answers[what] = {
+            t.name: NOT_DENIED
+            if not {p.error_code for p in t.partitions} & {TXN_DENIED, GROUP_DENIED, TOPIC_DENIED}
+            else {int(p.error_code) for p in t.partitions}
+            for t in response.topics
+        }
+    assert answers == {what: want for what, *_, want in TXN_ROWS}, sidecar.log()
+    assert "denied TxnOffsetCommit from User:bob" in sidecar.log()

@@ -242,7 +242,11 @@ async def test_commit_abort_fence_as_straight_to_tansu(stack: Stack) -> None:
     through = await asyncio.to_thread(
         scenario, sidecar.bootstrap, port, "g", "tin", "tout", pending
     )
-    assert through == straight
+    # The offsets exactly as straight; the output's committed records too. tansu 0.6.0 shows an
+    # aborted transaction's records to read_committed consumers once they reached it (checked
+    # straight against tansu), and whether librdkafka sent "aborted" before aborting is timing.
+    assert through[:4] == straight[:4]
+    assert {"committed", "successor"} <= set(through[4]) and "committed" in straight[4]
     assert unstable == [{0: (-1, UNSTABLE_OFFSET_COMMIT)}, {0: (-1, 0)}]
     assert await fetch_offsets(port, "g", "tin", 1, stable=True) == {0: (9, 0)}
 
@@ -290,6 +294,36 @@ async def test_commit_abort_fence_as_straight_to_tansu(stack: Stack) -> None:
     assert "groupcoord_txn_pending_offsets 0.0" in metrics
     assert 'groupcoord_txn_resolved_offsets_total{outcome="committed",source="end_txn"}' in metrics
     assert 'groupcoord_txn_resolved_offsets_total{outcome="aborted",source="fencing"}' in metrics
+
+
+def java_txn(peers: Any, bootstrap: str, group: str, tin: str, tout: str) -> list[Any]:
+    """tests/java/TxnDriver.java's steps (commit with offset 5, abort with offset 7): what the
+    Java client reads as the group's committed offset after each."""
+    cmd = rc.driver_command("java", peers, ["--bootstrap", bootstrap, "--group", group,
+                                            "--input", tin, "--output", tout,
+                                            "--transactional-id", f"java-{group}"])
+    cmd[cmd.index("ConsumerDriver")] = "TxnDriver"
+    done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
+                          check=False)  # fmt: skip
+    lines = [json.loads(x) for x in done.stdout.decode().splitlines() if x.startswith("{")]
+    assert done.returncode == 0, (lines, done.stderr.decode()[-2000:])
+    return [line for line in lines if "step" in line]
+
+
+async def test_java_send_offsets_to_transaction(stack: Stack, java_peers: Any) -> None:
+    """KafkaProducer.sendOffsetsToTransaction(offsets, consumer.groupMetadata()) (TxnOffsetCommit
+    v3+, KIP-447) through the sidecar as straight to tansu: committed offsets visible, aborted
+    ones not."""
+    if not (java_peers / "java" / "classes" / "TxnDriver.class").is_file():
+        pytest.skip("tests/java/TxnDriver.java not compiled (run `make peers`)")
+    tansu, sidecar = await _setup(stack, {"tin": 1, "tout": 1, "din": 1, "dout": 1})
+    await produce(tansu.bootstrap, "din", [f"k{i}" for i in range(10)])
+    straight = await asyncio.to_thread(java_txn, java_peers, tansu.bootstrap, "d", "din", "dout")
+    assert straight == [{"step": "committed", "committed": 5},
+                        {"step": "aborted", "committed": 5}]  # fmt: skip
+    through = await asyncio.to_thread(java_txn, java_peers, sidecar.bootstrap, "g", "tin", "tout")
+    assert through == straight
+    assert await fetch_offsets(sidecar.port, "g", "tin", 1, stable=True) == {0: (5, 0)}
 
 
 async def _settled(port: int, group: str, topic: str) -> bool:
@@ -402,12 +436,17 @@ async def test_kill9_app_exactly_once(stack: Stack) -> None:
 
 
 @pytest.mark.skip(
-    reason="issue 29, left open: after groupcoord's kill -9 the copier's consumer "
-    "times out its session and never rejoins (no JoinGroup reaches the restarted "
-    "sidecar within 60 s); not diagnosed yet"
+    reason="issue 29, left open: intermittent (passes alone, failed 1 of 6 runs alone and 3 of "
+    "4 under load): after groupcoord's restart the copier commits at most one transaction, "
+    "then stalls with no client error while the restarted sidecar idles (faulthandler: event "
+    "loop waiting); the first cause, new broker ports after the restart, is fixed below"
 )
 async def test_kill9_groupcoord_exactly_once(stack: Stack) -> None:
-    """The same, with groupcoord killed -9 once mid-stream (between the app's kills)."""
+    """The same, with groupcoord killed -9 once mid-stream (between the app's kills). What
+    first kept the copier from coming back was the test's: a restarted sidecar with ephemeral
+    broker ports listens for broker 111 on a new port, while the copier's librdkafka kept
+    connecting to the old one (refused) and made no progress in 60 s; a broker restarted on its
+    own address is what clients expect, hence `--broker-port-base` in `_kill9`."""
     await _kill9(stack, groupcoord_cut=2)
 
 
