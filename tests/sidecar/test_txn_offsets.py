@@ -435,18 +435,13 @@ async def test_kill9_app_exactly_once(stack: Stack) -> None:
     await _kill9(stack, groupcoord_cut=None)
 
 
-@pytest.mark.skip(
-    reason="issue 29, left open: intermittent (passes alone, failed 1 of 6 runs alone and 3 of "
-    "4 under load): after groupcoord's restart the copier commits at most one transaction, "
-    "then stalls with no client error while the restarted sidecar idles (faulthandler: event "
-    "loop waiting); the first cause, new broker ports after the restart, is fixed below"
-)
 async def test_kill9_groupcoord_exactly_once(stack: Stack) -> None:
     """The same, with groupcoord killed -9 once mid-stream (between the app's kills). What
     first kept the copier from coming back was the test's: a restarted sidecar with ephemeral
     broker ports listens for broker 111 on a new port, while the copier's librdkafka kept
     connecting to the old one (refused) and made no progress in 60 s; a broker restarted on its
-    own address is what clients expect, hence `--broker-port-base` in `_kill9`."""
+    own address is what clients expect, hence `--broker-port-base` in `_kill9`. The second was
+    librdkafka's re-bootstrap after every broker was gone: tests/clients/txn_copier.py."""
     await _kill9(stack, groupcoord_cut=2)
 
 
