@@ -114,6 +114,17 @@ class Conn(asyncio.Protocol):
         self.transport.write(wire.frame(*req, cid))
         return fut
 
+    async def request_flexible(
+        self, req: tuple[int, int, bytes], timeout: float = REQUEST_TIMEOUT_S
+    ) -> bytes:
+        """A flexible-version request (header v2); the answer starts with the header's tags."""
+        assert self.transport is not None
+        cid = self._take_id()
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.pending.append((cid, fut, None, 0, 0))
+        self.transport.write(wire.flexible_frame(*req, cid))
+        return await asyncio.wait_for(fut, timeout)
+
     def send_fast(self, template: wire.Template, member: Member, scheduled_ns: int) -> None:
         cid = self.next_id
         self.next_id = cid + 1 if cid < 0x7FFFFFFF else 1

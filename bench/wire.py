@@ -249,3 +249,151 @@ def decode_find_coordinator_v1(body: bytes) -> tuple[int, str, int]:
     r.i32()  # node_id
     host = r.string() or ""
     return error, host, r.i32()
+
+
+# ---- KIP-848 (the rebalance scenario): CreateTopics v2, ConsumerGroupHeartbeat v0 ---------------
+
+CREATE_TOPICS = 19
+CONSUMER_GROUP_HEARTBEAT = 68
+
+
+def create_topics_v2(name: str, partitions: int) -> tuple[int, int, bytes]:
+    """One topic, replication factor 1, no assignments or configs; 30 s timeout."""
+    topic = string(name) + i32(partitions) + i16(1) + array([]) + array([])
+    return CREATE_TOPICS, 2, array([topic]) + i32(30_000) + i8(0)
+
+
+def decode_create_topics_v2(body: bytes) -> int:
+    """The first topic's error code (TOPIC_ALREADY_EXISTS = 36 is fine for the caller)."""
+    r = Reader(body)
+    r.i32()  # throttle_time_ms
+    r.i32()  # one topic
+    r.string()
+    return r.i16()
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _cstring(s: str | None) -> bytes:
+    if s is None:
+        return b"\x00"
+    b = s.encode()
+    return _uvarint(len(b) + 1) + b
+
+
+def _carray(items: list[bytes] | None) -> bytes:
+    return b"\x00" if items is None else _uvarint(len(items) + 1) + b"".join(items)
+
+
+def flexible_frame(api_key: int, api_version: int, body: bytes, correlation_id: int) -> bytes:
+    """Request header v2 (v1 + an empty tagged-field section) + body (ending in its own tags)."""
+    rest = string(CLIENT_ID) + b"\x00" + body
+    return _HDR.pack(8 + len(rest), api_key, api_version, correlation_id) + rest
+
+
+Owned = tuple[tuple[bytes, tuple[int, ...]], ...]
+"""A member's partitions as the wire has them: (topic id, 16 bytes; partitions)."""
+
+
+def consumer_group_heartbeat_v0(
+    group_id: str,
+    member_id: str,
+    member_epoch: int,
+    *,
+    rebalance_timeout_ms: int = -1,
+    topics: list[str] | None = None,
+    owned: Owned | None = None,
+) -> bytes:
+    """ConsumerGroupHeartbeat v0's body (no instance id, rack or server assignor)."""
+    parts = None
+    if owned is not None:
+        parts = [tid + _carray([i32(p) for p in ps]) + b"\x00" for tid, ps in owned]
+    return (
+        _cstring(group_id)
+        + _cstring(member_id)
+        + i32(member_epoch)
+        + _cstring(None)
+        + _cstring(None)
+        + i32(rebalance_timeout_ms)
+        + _carray(None if topics is None else [_cstring(t) for t in topics])
+        + _cstring(None)
+        + _carray(parts)
+        + b"\x00"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatResponse:
+    error_code: int
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: Owned | None  # None: unchanged
+
+
+def decode_consumer_group_heartbeat_v0(body: bytes) -> ConsumerHeartbeatResponse:
+    """`body` starts after the correlation id: response header v1's tagged fields come first."""
+    buf = body
+    pos = 0
+
+    def uvarint() -> int:
+        nonlocal pos
+        n = shift = 0
+        while True:
+            b = buf[pos]
+            pos += 1
+            n |= (b & 0x7F) << shift
+            if b < 0x80:
+                return n
+            shift += 7
+
+    def skip_tags() -> None:
+        nonlocal pos
+        for _ in range(uvarint()):
+            uvarint()
+            pos += uvarint()
+
+    def cstring() -> str | None:
+        nonlocal pos
+        n = uvarint() - 1
+        if n < 0:
+            return None
+        s = buf[pos : pos + n].decode()
+        pos += n
+        return s
+
+    def i32_() -> int:
+        nonlocal pos
+        (v,) = _I32.unpack_from(buf, pos)
+        pos += 4
+        return int(v)
+
+    skip_tags()  # response header v1
+    i32_()  # throttle_time_ms
+    (error,) = _I16.unpack_from(buf, pos)
+    pos += 2
+    cstring()  # error_message
+    member_id = cstring()
+    epoch = i32_()
+    interval = i32_()
+    assignment: Owned | None = None
+    present = struct.unpack_from(">b", buf, pos)[0]
+    pos += 1
+    if present >= 0:
+        topics = []
+        for _ in range(uvarint() - 1):
+            tid = bytes(buf[pos : pos + 16])
+            pos += 16
+            ps = tuple(i32_() for _ in range(uvarint() - 1))
+            skip_tags()
+            topics.append((tid, ps))
+        skip_tags()
+        assignment = tuple(topics)
+    return ConsumerHeartbeatResponse(int(error), member_id, epoch, interval, assignment)

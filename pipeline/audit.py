@@ -6,7 +6,10 @@
 Output (each table a Parquet directory under `out`):
 - `events`: the decoded history, one row per event (pipeline/segments.py COLUMNS). Decoding is the
   expensive (Python) step, so it is done once; every other table is derived from this one.
-- `rebalances`: one row per completed rebalance: group, generation, cause, what triggered it (the
+- `rebalances`: one row per completed rebalance: group, its type (classic, or consumer: a KIP-848
+  group, whose rebalance is a group epoch bump until every member reconciled, the epoch as the
+  generation, the server assignor as the protocol, join_ms until the target assignment was
+  computed), generation, cause, what triggered it (the
   member: id, client id, host, instance id; or the topics of a topic change), start, end,
   duration, join and sync phases, restarts (a rebalance re-triggered before it completed counts
   once, from its first start), members before and after. The trigger is the one the completion
@@ -176,6 +179,8 @@ def rebalances(events: DataFrame) -> DataFrame:
         F.nullif(F.col("client_id"), F.lit("")).alias("c_client"),
         F.nullif(F.col("client_host"), F.lit("")).alias("c_host"),
         F.col("topics").alias("c_topics"),
+        # KIP-848 consumer groups (issue 23) say "consumer"; history before them says nothing.
+        F.coalesce(F.col("group_type"), F.lit("classic")).alias("group_type"),
     )
     created = (
         events.filter(F.col("event") == "group_created")
@@ -200,6 +205,7 @@ def rebalances(events: DataFrame) -> DataFrame:
     previous = F.lag("members").over(Window.partitionBy(*KEY).orderBy("offset"))
     out = out.select(
         *KEY,
+        "group_type",
         "generation_id",
         "cause",
         F.coalesce("c_member_id", "last.member_id").alias("trigger_member_id"),
@@ -227,6 +233,7 @@ def rebalances(events: DataFrame) -> DataFrame:
     out = out.join(clients, [*KEY, "trigger_member_id"], "left")
     return out.select(
         *KEY,
+        "group_type",
         "generation_id",
         "cause",
         "trigger_member_id",

@@ -60,6 +60,7 @@ class Kind(enum.IntEnum):
     OFFSETS_COMMITTED = 11  # a summary: commits in [timestamp, timestamp + window_ms)
     OFFSETS_EXPIRED = 12
     OFFSETS_DELETED = 13
+    MEMBER_RECONCILED = 14  # KIP-848: a member reached its target assignment (issue 23)
 
 
 KIND_NAMES: dict[int, str] = {k.value: k.name.lower() for k in Kind}
@@ -85,6 +86,9 @@ FIELD_TYPES: dict[str, FieldType] = {
     "window_ms": "int",
     "coordinator_id": "str",
     "host": "str",
+    # Added by issue 23 (KIP-848 consumer groups); new fields go last (the pipeline's columns).
+    "group_type": "str",
+    "reconcile_ms": "int",
 }
 
 # Who or what triggered a rebalance (coordinator.core.events.RebalanceTrigger), added to
@@ -107,6 +111,7 @@ KIND_FIELDS: dict[Kind, tuple[str, ...]] = {
         "join_ms",
         "rebalance_ms",
         *TRIGGER_FIELDS,
+        "group_type",  # "classic" or "consumer" (KIP-848); null in history written before
     ),
     Kind.MEMBER_JOINED: ("member_id", "group_instance_id", "client_id", "client_host"),
     Kind.MEMBER_LEFT: ("member_id", "group_instance_id", "client_id", "client_host", "reason"),
@@ -115,6 +120,8 @@ KIND_FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.OFFSETS_COMMITTED: ("commits", "partitions", "window_ms"),
     Kind.OFFSETS_EXPIRED: ("partitions",),
     Kind.OFFSETS_DELETED: ("partitions",),
+    # generation_id: the member epoch it reached; reconcile_ms: since the rebalance started.
+    Kind.MEMBER_RECONCILED: ("member_id", "generation_id", "reconcile_ms"),
 }
 
 # How many of a kind's fields every entry of it has; the rest were added later and may be missing

@@ -31,6 +31,9 @@ class RebalanceCause(enum.StrEnum):
     STATIC_MEMBER_REPLACED = "static_member_replaced"
     GROUP_MAX_SIZE = "group_max_size"
     WRITE_FAILED = "write_failed"
+    # KIP-848 consumer groups only (a group epoch bump is their rebalance, issue 23).
+    SUBSCRIPTION_CHANGED = "subscription_changed"  # a member's topics, regex or assignor
+    REBALANCE_TIMEOUT = "rebalance_timeout"  # a member did not revoke in its rebalance timeout
 
 
 class LeaveReason(enum.StrEnum):
@@ -40,6 +43,7 @@ class LeaveReason(enum.StrEnum):
     NOT_REJOINED = "not_rejoined"  # dynamic member dropped at join completion
     SYNC_EXPIRED = "sync_expired"  # never sent SyncGroup
     MAX_SIZE = "max_size"
+    REBALANCE_TIMEOUT = "rebalance_timeout"  # KIP-848: did not revoke partitions in time
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +128,21 @@ class RebalanceCompleted:
     join_completed_ms: int
     now_ms: int
     trigger: RebalanceTrigger = NO_TRIGGER  # of the (last) RebalanceStarted this one completes
+    # "consumer" for a KIP-848 group: its group epoch is the generation, its server assignor the
+    # protocol, no leader; the join phase ends when the target assignment was computed, the
+    # rest is the members' reconciliation (issue 23).
+    group_type: str = "classic"
+
+
+@dataclass(frozen=True, slots=True)
+class MemberReconciled:
+    """A KIP-848 consumer group's member reached its target assignment (issue 23):
+    `reconcile_ms` after the rebalance started."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    reconcile_ms: int
 
 
 @fast_init
@@ -167,6 +186,7 @@ Event = (
     | RebalanceStarted
     | JoinPhaseCompleted
     | RebalanceCompleted
+    | MemberReconciled
     | OffsetsCommitted
     | OffsetsExpired
     | OffsetsDeleted

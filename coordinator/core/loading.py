@@ -12,7 +12,10 @@ serves: `load_groups` replays one partition's records into a serving core and st
 groups (Kafka's coordinator loads one __consumer_offsets partition the same way), and
 `unload_groups` drops the groups of a partition this member no longer owns, answering their
 parked JoinGroup/SyncGroup with NOT_COORDINATOR so their clients look the coordinator up again
-(Kafka's onResignation).
+(Kafka's onResignation). KIP-848 consumer groups (issue 23) load and unload with their partition
+the same way: their records replay into `state.consumer`, their members get fresh session
+timeouts, and an unloaded group's members are forgotten (their next heartbeat, routed to the new
+owner, finds the group there with its epochs).
 """
 
 from __future__ import annotations
@@ -129,6 +132,7 @@ def load_groups(state: CoreState, records: list[Record], now_ms: int) -> Effects
         # The value is never read (an ordered set): another value is an equivalent mutant.
         loaded[key.group_id] = None  # pragma: no mutate
     state.loading = was_loading
+    state.consumer.finish_loading(now_ms, loaded)  # KIP-848 groups: their timers (issue 23)
     fx = Effects()
     schedule = state.timers.schedule_session
     for group_id in loaded:
@@ -150,6 +154,7 @@ def unload_groups(state: CoreState, group_ids: list[str]) -> Effects:
     group up). No record is written: the state stays on the partition for its new owner."""
     fx = Effects()
     for group_id in group_ids:
+        state.consumer.unload_group(group_id)  # KIP-848 groups (issue 23)
         group = state.groups.pop(group_id, None)
         state.offsets.drop_group(group_id)
         state.txn_pending.drop_group(group_id)

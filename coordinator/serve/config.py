@@ -185,6 +185,10 @@ SETTINGS: list[Setting] = [
     Setting("consumer_heartbeat_interval_ms", "int", 5_000,
             "group.consumer.heartbeat.interval.ms (KIP-848 consumer groups)", at_least(1),
             metavar="MS"),
+    Setting("consumer_migration_policy", "str", "bidirectional",
+            "group.consumer.migration.policy: online upgrade of a non-empty classic group to a "
+            "consumer group and downgrade back", choices=("bidirectional", "upgrade", "downgrade",
+                                                          "disabled")),
     Setting("max_frame_bytes", "int", 100 * 1024 * 1024,
             "largest request (socket.request.max.bytes); a larger one closes the connection",
             at_least(64), metavar="BYTES"),

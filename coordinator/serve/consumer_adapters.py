@@ -9,9 +9,10 @@ Invariants:
 - Owned partitions are sorted (the core's canonical order); a null topic id (kio's reading of
   the zero Uuid) is the zero Uuid.
 - The response's assignment is sent only when the core says it changed (null = unchanged).
-- ConsumerGroupDescribe v1 adds MemberType: 1, a consumer-protocol member (no classic member is
-  ever in a consumer group here: issue 23 item 6). An assignment's topic id the catalog no
-  longer knows is left out, as Kafka does; authorized operations are never computed (INT32_MIN).
+- ConsumerGroupDescribe v1 adds MemberType: 1, a consumer-protocol member; 0, a classic member
+  inside the consumer group (the online upgrade/downgrade, issue 23 item 6). An assignment's
+  topic id the catalog no longer knows is left out, as Kafka does; authorized operations are
+  never computed (INT32_MIN).
 - Pure: no I/O.
 """
 
@@ -44,6 +45,7 @@ _ZERO_UUID: Final = uuid.UUID(int=0)
 _ZERO_THROTTLE: Final = i32Timedelta.parse(timedelta(0))
 _AUTHORIZED_OPERATIONS_OMITTED: Final = -(2**31)
 _CONSUMER_MEMBER: Final = 1  # ConsumerGroupDescribe v1 MemberType: the consumer protocol
+_CLASSIC_MEMBER: Final = 0  # ... and the classic protocol
 _ONE_MS: Final = timedelta(milliseconds=1)
 
 
@@ -154,7 +156,7 @@ def _describe_response(v: int, res: ConsumerGroupDescribeResult) -> object:
                 "target_assignment": assignment(m.target_assignment),
             }
             if v >= 1:
-                kwargs["member_type"] = _CONSUMER_MEMBER
+                kwargs["member_type"] = _CLASSIC_MEMBER if m.classic else _CONSUMER_MEMBER
             members.append(mod.Member(**kwargs))
         return mod.DescribedGroup(
             error_code=ErrorCode.none,

@@ -52,6 +52,7 @@ from coordinator.core.events import (
     JoinPhaseCompleted,
     MemberJoined,
     MemberLeft,
+    MemberReconciled,
     OffsetsCommitted,
     OffsetsDeleted,
     OffsetsExpired,
@@ -173,11 +174,15 @@ class HistoryTranslator:
                     event.join_completed_ms - event.started_ms,
                     event.now_ms - event.started_ms,
                     *_trigger_fields(event.trigger),
+                    event.group_type,
                 )
                 out.append((wall_ms, event.group_id, Kind.REBALANCE_COMPLETED, completed))
                 if event.members == 0:
                     row = (wall_ms, event.group_id, Kind.GROUP_EMPTIED, (event.generation_id,))
                     out.append(row)
+            case MemberReconciled():
+                reconciled = (event.member_id, event.member_epoch, event.reconcile_ms)
+                out.append((wall_ms, event.group_id, Kind.MEMBER_RECONCILED, reconciled))
             case GroupCreated():
                 out.append((wall_ms, event.group_id, Kind.GROUP_CREATED, ()))
             case GroupDeleted():

@@ -479,7 +479,9 @@ class Fleet:
 
     def _groups_of(self, partition: int) -> list[str]:
         n = len(self.parts)
-        return [g for g in self.server.core.state.groups if partition_for(g, n) == partition]
+        state = self.server.core.state
+        groups = [*state.groups, *state.consumer.groups]  # classic and KIP-848 (issue 23)
+        return [g for g in groups if partition_for(g, n) == partition]
 
     def _writer_failed(self, writer: PartitionWriter, exc: BaseException) -> None:
         part = self.parts[writer.partition]

@@ -21,10 +21,10 @@ Invariants:
   failure): only the group's coordinator is in question, not the broker the client talks to.
 - A request that arrived from another member (a `from_peer` connection) is never forwarded again:
   LOCAL is answered, LOADING gets LOAD_IN_PROGRESS, anything else NOT_COORDINATOR. No loops.
-- Batched APIs (DescribeGroups, DeleteGroups, OffsetFetch v8+) whose groups live in different
-  places are split into one sub-request per destination (`split`) and the parts' answers merged
-  back into one response in the request's group order (`merge`). A request whose groups all
-  live in one place is routed whole, frame unchanged.
+- Batched APIs (DescribeGroups, DeleteGroups, OffsetFetch v8+, ConsumerGroupDescribe) whose
+  groups live in different places are split into one sub-request per destination (`split`) and
+  the parts' answers merged back into one response in the request's group order (`merge`). A
+  request whose groups all live in one place is routed whole, frame unchanged.
 - ListGroups, from a client: the union of this member's answer and every peer's
   (`merge_list_groups`); a peer that fails or does not answer within `list_groups_timeout_s` is
   left out, with one WARNING until it answers again. From a peer: this member's answer only.
@@ -68,6 +68,7 @@ _BATCHED: Final = {
     apis.DESCRIBE_GROUPS: ("groups", "groups"),
     apis.DELETE_GROUPS: ("groups_names", "results"),
     apis.OFFSET_FETCH: ("groups", "groups"),  # v8+ (KIP-709); one group_id before
+    apis.CONSUMER_GROUP_DESCRIBE: ("group_ids", "groups"),  # KIP-848 (issue 23)
 }
 _FIRST_BATCHED_OFFSET_FETCH: Final = 8
 

@@ -84,7 +84,9 @@ from coordinator.sidecar.txn import OBSERVED as TXN_OBSERVED
 from coordinator.sidecar.txn import TXN_OFFSET_COMMIT, TxnOffsets
 from coordinator.sidecar.txn_notice import WRITE_TXN_MARKERS
 from coordinator.sidecar.upstream import Link, Upstreams, UpstreamUnavailable
-from coordinator.sidecar.upstream_clients import security_from_settings
+from coordinator.sidecar.upstream_clients import (
+    security_from_settings,
+)
 from protocol import apis, codec
 from protocol.framing import FramingError
 
@@ -100,6 +102,7 @@ _SASL: Final = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
 # Requests answered here, or whose answers are rewritten: always handled as whole frames.
 _WHOLE: Final = (
     apis.GROUP_APIS
+    | apis.CONSUMER_GROUP_APIS
     | WITHHELD
     | TOPIC_ADMIN
     | SECURITY_ADMIN_APIS  # answered here on a secured listener
@@ -111,7 +114,13 @@ _WHOLE: Final = (
 _GROUP_KEY: Final = 0
 _TXN: Final = TXN_OBSERVED | {TXN_OFFSET_COMMIT}
 # What a sidecar answers itself (groupcoord_requests_total); the rest is forwarded upstream.
-_ANSWERED_HERE: Final = apis.GROUP_APIS | {API_VERSIONS, FIND_COORDINATOR}
+_ANSWERED_HERE: Final = (
+    apis.GROUP_APIS | apis.CONSUMER_GROUP_APIS | {API_VERSIONS, FIND_COORDINATOR}
+)
+# Group requests: answered by the core here, or routed to the fleet member that owns the group.
+# KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe too (issue 23): their records travel
+# in the state topic with the classic groups' (coordinator.sidecar.fleet_journal).
+_GROUP_ROUTED: Final = apis.GROUP_APIS | apis.CONSUMER_GROUP_APIS
 _PAUSED_UPSTREAM: Final = 1  # reasons a client connection's reading is paused (bit mask)
 _PAUSED_PENDING: Final = 2
 _REFRESH_REQUEST = MetadataRequest(
@@ -507,7 +516,7 @@ class SidecarConnection(asyncio.Protocol):
         gate = self._sidecar.server.gate
         if gate is not None and not self.from_peer and not gate.admit(self, api_key):
             return  # SASL: not authenticated (or its session ran out); the connection closed
-        if api_key in apis.GROUP_APIS:
+        if api_key in _GROUP_ROUTED:
             slot = Slot(self)
             self._slots.append(slot)
             locator = self._sidecar.locator

@@ -20,9 +20,11 @@ ApiVersions is answered by the sidecar (`api_version_ranges`): the upstream's ra
   coordinator.sidecar.refresh decodes them);
 - TxnOffsetCommit: answered by groupcoord (coordinator.sidecar.txn), capped at the version it
   reads, within the upstream's range (the upstream must offer transactions);
-- group APIs groupcoord does not implement (KIP-848 consumer groups, share and streams groups):
-  withheld, because forwarding them would create groups upstream that groupcoord cannot see. A
-  client that sends one anyway is disconnected, as a broker does for an API it lacks.
+- KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe: answered here (issue 23), at
+  groupcoord's versions, whether or not the upstream offers them (tansu and Redpanda do not);
+- group APIs groupcoord does not implement (share and streams groups): withheld, because
+  forwarding them would create groups upstream that groupcoord cannot see. A client that sends
+  one anyway is disconnected, as a broker does for an API it lacks.
 """
 
 from __future__ import annotations
@@ -62,8 +64,6 @@ DESCRIBE_CLUSTER: Final = 60
 # Group APIs groupcoord does not implement; forwarding them would coordinate groups upstream.
 WITHHELD: Final = frozenset(
     {
-        68,  # ConsumerGroupHeartbeat (KIP-848)
-        69,  # ConsumerGroupDescribe
         76,  # ShareGroupHeartbeat (KIP-932)
         77,  # ShareGroupDescribe
         78,  # ShareFetch
@@ -494,7 +494,8 @@ def api_version_ranges(
     """(api_key, min, max) the sidecar advertises, given the upstream ranges (module docstring);
     `answered_here`: the APIs a secured listener answers itself (SASL, the ACL and credential
     admin APIs), at groupcoord's versions whatever the upstream offers."""
-    local = apis.GROUP_APIS | frozenset(answered_here)
+    # KIP-848's 68/69 are answered here whether or not the upstream offers them (issue 23).
+    local = apis.GROUP_APIS | apis.CONSUMER_GROUP_APIS | frozenset(answered_here)
     out: dict[int, tuple[int, int]] = {}
     for key, (upstream_low, upstream_high) in upstream.items():
         if key in WITHHELD or key in local:

@@ -12,6 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator.core.consumer.records import (
+    ClassicMemberMetadata,
+    ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -46,6 +48,11 @@ int64 = st.integers(-(2**63), 2**63 - 1)
 uuids = st.uuids()
 small_tuple = lambda s: st.lists(s, max_size=4).map(tuple)  # noqa: E731
 topic_partitions = st.builds(TopicPartitions, uuids, small_tuple(st.integers(0, 2**31 - 1)))
+classic_metadata = st.none() | st.builds(
+    ClassicMemberMetadata,
+    int32,
+    small_tuple(st.builds(ClassicProtocol, names, st.binary(max_size=8))),
+)
 
 pairs = st.one_of(
     st.tuples(
@@ -71,6 +78,7 @@ pairs = st.one_of(
             nullable,
             int32,
             nullable,
+            classic_metadata,
         ),
     ),
     st.tuples(
@@ -163,8 +171,7 @@ def test_kafka_layout() -> None:
 
 
 def test_tagged_fields_kafka_adds_are_skipped() -> None:
-    """AssignmentEpochs (tag 0 of TopicPartitions, KIP-1251) and ClassicMemberMetadata (tag 0 of
-    the member metadata) are read past."""
+    """AssignmentEpochs (tag 0 of TopicPartitions, KIP-1251) is read past."""
     tid = uuid.UUID(int=2)
     key = encode_key(ConsumerGroupTargetAssignmentMemberKey("g", "m"))
     epochs = b"\x01\x00\x06\x02" + struct.pack(">i", 4) + b"\x00"  # one tag: [4]
@@ -174,6 +181,23 @@ def test_tagged_fields_kafka_adds_are_skipped() -> None:
         ConsumerGroupTargetAssignmentMemberKey("g", "m"),
         ConsumerGroupTargetAssignmentMemberValue((TopicPartitions(tid, (1,)),)),
     )
+
+
+def test_classic_member_metadata_is_tagged_field_0() -> None:
+    """ConsumerGroupMemberMetadataValue's ClassicMemberMetadata (issue 23 item 6), as Kafka's
+    generated writer lays out a nullable struct tagged field: one tag, tag 0, size = the struct +
+    1, the presence byte 1, then SessionTimeoutMs, the compact array of (Name, Metadata, no tags)
+    and the struct's own empty tag section."""
+    classic = ClassicMemberMetadata(6000, (ClassicProtocol("range", b"\x00\x01"),))
+    value = ConsumerGroupMemberMetadataValue(
+        None, None, "c", "/h", ("t",), None, 300, None, classic
+    )
+    encoded = encode_value(value)
+    body = struct.pack(">i", 6000) + b"\x02" + b"\x06range" + b"\x03\x00\x01" + b"\x00" + b"\x00"
+    assert encoded.endswith(b"\x01\x00" + bytes([len(body) + 1]) + b"\x01" + body)
+    key = encode_key(ConsumerGroupMemberMetadataKey("g", "m"))
+    decoded = decode_record(key, encoded)
+    assert decoded is not None and decoded.value == value
 
 
 def test_unknown_value_version_fails() -> None:

@@ -166,7 +166,8 @@ def test_an_empty_classic_group_gives_way_and_a_busy_one_refuses() -> None:
     assert join(c, "g", "m1").error is E.none
     assert "g" not in c.state.groups and "g" in c.consumer.groups
     assert c.committed_offsets("g")[(T, 0)].offset == 3  # the offsets stay
-    # A classic group with members refuses (no online upgrade: issue 23 item 6).
+    # A classic group with members whose subscription does not parse refuses the online
+    # upgrade (tests/core/test_consumer_migration.py has the upgrades that happen).
     jg = JoinGroup("busy", 10_000, 10_000, "", None, "consumer", (Protocol("range", b""),),
                    None, "c", "/h", 3)  # fmt: skip
     c.handle(1, jg, 0)
@@ -183,7 +184,9 @@ def test_join_group_on_a_consumer_group() -> None:
                    None, "c", "/h", 4)  # fmt: skip
     result = reply(c.handle(1, jg, 0))
     assert isinstance(result, JoinGroupResult)
-    assert (result.error, result.member_id) == (E.inconsistent_group_protocol, "")
+    # A classic member of a consumer group (issue 23 item 6): KIP-394's id first, nothing kept.
+    assert result.error is E.member_id_required and result.member_id
+    assert set(c.consumer.groups["g"].members) == {"m1"}
     # Once empty (the member left), the id becomes a classic group.
     c.handle(1, ConsumerGroupHeartbeat("g", "m1", -1), 0)
     assert c.consumer.groups["g"].members == {}

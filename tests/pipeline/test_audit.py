@@ -230,6 +230,40 @@ def test_derived_tables_from_handwritten_history(spark: Any, tmp_path: Path) -> 
     assert late["rebalances"][0]["members_before"] is None  # generation 3 is outside the window
 
 
+def test_consumer_group_rebalances_in_the_audit(spark: Any, tmp_path: Path) -> None:
+    """A KIP-848 group's history as the coordinator writes it (issue 23; the events of
+    tests/core/test_consumer_events.py): its epoch bumps are rebalances of type consumer."""
+    from tests.core.test_consumer_events import G, history_rows
+
+    _write(tmp_path / "history", [*HAND, *history_rows(T0)])
+    got = tables(spark, [str(tmp_path)])
+    rb = [
+        (
+            r["group_type"],
+            r["generation_id"],
+            r["cause"],
+            r["trigger_member_id"],
+            r["trigger_client_id"],
+            r["protocol_name"],
+            r["duration_ms"],
+            r["join_ms"],
+            r["members_before"],
+            r["members_after"],
+        )
+        for r in got["rebalances"]
+        if r["group_id"] == G
+    ]
+    assert rb == [
+        ("consumer", 1, "member_joined", "m1", "client-m1", "uniform", 0, 0, 0, 1),
+        ("consumer", 2, "member_joined", "m2", "client-m2", "uniform", 300, 0, 1, 2),
+        ("consumer", 3, "member_left", "m2", "client-m2", "uniform", 100, 100, 2, 1),
+        ("consumer", 4, "session_expired", "m1", "client-m1", "uniform", 0, 0, 1, 0),
+    ]
+    assert {r["group_type"] for r in got["rebalances"] if r["group_id"] == "g"} == {"classic"}
+    sessions = {r["member_id"]: r["how_left"] for r in got["member_sessions"] if r["group_id"] == G}
+    assert sessions == {"m1": "expired", "m2": "left"}
+
+
 # -- the scenario with real clients --------------------------------------------------------------
 
 KIND = "confluent"

@@ -4,7 +4,8 @@ machine, the server-side assignors, the consumer-group records and their replay.
 Modules, bottom up: `records` (what is persisted, Kafka's record types 3-8 and 16), `model` (the
 group and its members), `replay` (records -> group), `reconcile` (one member toward its target),
 `assignors` (`uniform`, `range`), `regex` (RE2-compatible subscriptions), `timers`, `messages`
-(request, response, results, events), `coordinator` (the heartbeat, leave, fencing, timers).
+(request, response, results, events), `coordinator` (the heartbeat, leave, fencing, timers),
+`classic` (classic members inside a consumer group: the online upgrade/downgrade).
 """
 
 from coordinator.core.consumer.coordinator import ConsumerGroupCoordinator

@@ -9,10 +9,11 @@ Value = int16 value version (0), then the value at version 0, which is flexible 
         and a tagged-field section after every struct.
 
 Tagged fields: ConsumerGroupMetadataValue's MetadataHash (tag 0, KIP-1101) is written when it is
-not 0, as Kafka does; every other tagged field (ClassicMemberMetadata of type 5, AssignmentEpochs
-of the TopicPartitions of types 7 and 8, AssignmentTimestamp of type 6) is skipped when read and
-never written (coordinator.core.consumer.records says why). Type 4's per-partition racks are read
-and dropped (the value is only a flag for us).
+not 0, and ConsumerGroupMemberMetadataValue's ClassicMemberMetadata (tag 0, a nullable struct:
+size + 1, the byte 1, then the struct) when it is not null, as Kafka does; every other tagged
+field (AssignmentEpochs of the TopicPartitions of types 7 and 8, AssignmentTimestamp of type 6)
+is skipped when read and never written (coordinator.core.consumer.records says why). Type 4's
+per-partition racks are read and dropped (the value is only a flag for us).
 
 coordinator.core.record_codec dispatches these record types here; ConsumerCodecError (bad bytes,
 an unknown value version) becomes its RecordDecodeError, so loading fails as for any known type.
@@ -21,6 +22,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import uuid
 from collections.abc import Callable
@@ -28,6 +30,8 @@ from typing import TypeVar, assert_never
 
 from coordinator.core.consumer.records import (
     RECORD_TYPES,
+    ClassicMemberMetadata,
+    ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupKey,
@@ -99,6 +103,22 @@ def _int32(n: int) -> bytes:
     return _I.pack(n)
 
 
+def _cbytes(data: bytes) -> bytes:
+    return _uvarint(len(data) + 1) + data
+
+
+def _classic_member_metadata(value: ClassicMemberMetadata | None) -> bytes:
+    """The tagged-field section of type 5: tag 0 when the member uses the classic protocol."""
+    if value is None:
+        return _NO_TAGS
+    protocols = _carray(
+        value.supported_protocols, lambda p: _cstring(p.name) + _cbytes(p.metadata) + _NO_TAGS
+    )
+    struct_bytes = _I.pack(value.session_timeout_ms) + protocols + _NO_TAGS
+    # One tagged field, tag 0, its size (the struct + the nullable struct's presence byte).
+    return b"\x01\x00" + _uvarint(len(struct_bytes) + 1) + b"\x01" + struct_bytes
+
+
 def _topic_partitions(tp: TopicPartitions) -> bytes:
     return tp.topic_id.bytes + _carray(tp.partitions, _int32) + _NO_TAGS
 
@@ -138,7 +158,8 @@ def encode_value(value: ConsumerGroupValue) -> bytes:
                  _cstring(value.client_id), _cstring(value.client_host),
                  _carray(value.subscribed_topic_names, _cstring),
                  _cstring(value.subscribed_topic_regex), _I.pack(value.rebalance_timeout_ms),
-                 _cstring(value.server_assignor), _NO_TAGS)
+                 _cstring(value.server_assignor),
+                 _classic_member_metadata(value.classic_member_metadata))
             )  # fmt: skip
         case ConsumerGroupTargetAssignmentMetadataValue():
             return version + _I.pack(value.assignment_epoch) + _NO_TAGS
@@ -222,6 +243,12 @@ class _Reader:
     def uuid(self) -> uuid.UUID:
         return uuid.UUID(bytes=self.take(16))
 
+    def bytes_(self) -> bytes:
+        n = self.uvarint()
+        if n == 0:
+            raise ConsumerCodecError("null where bytes are required")
+        return self.take(n - 1)
+
     def array(self, read: Callable[[], _T]) -> tuple[_T, ...]:
         n = self.uvarint()
         if n == 0:
@@ -286,6 +313,23 @@ def _read_partition_metadata_topic(r: _Reader) -> PartitionMetadataTopic:
     return topic
 
 
+def _read_classic_member_metadata(tag: bytes) -> ClassicMemberMetadata | None:
+    r = _Reader(tag, 0)
+    if r.int8() < 0:  # the nullable struct's presence byte: -1 = null
+        r.done()
+        return None
+
+    def protocol() -> ClassicProtocol:
+        p = ClassicProtocol(r.string(), r.bytes_())
+        r.tags()
+        return p
+
+    value = ClassicMemberMetadata(r.int32(), r.array(protocol))
+    r.tags()
+    r.done()
+    return value
+
+
 def decode_value(key: ConsumerGroupKey, value: bytes) -> ConsumerGroupValue:
     r = _Reader(value, 0)
     version: int = _H.unpack(r.take(2))[0]
@@ -315,7 +359,10 @@ def decode_value(key: ConsumerGroupKey, value: bytes) -> ConsumerGroupValue:
                 rebalance_timeout_ms=r.int32(),
                 server_assignor=r.cstring(),
             )
-            r.tags()  # ClassicMemberMetadata (issue 23 item 6), not kept
+            tag = r.tags().get(0)
+            if tag is not None:
+                classic = _read_classic_member_metadata(tag)
+                v = dataclasses.replace(v, classic_member_metadata=classic)
         case ConsumerGroupTargetAssignmentMetadataKey():
             v = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
             r.tags()  # AssignmentTimestamp, not kept

@@ -43,14 +43,14 @@ import uuid
 from collections.abc import Callable, Iterable
 
 from coordinator.core.consumer.assignors import ASSIGNORS, GroupSpec, MemberSpec
+from coordinator.core.consumer.describe import describe_group
+from coordinator.core.consumer.member_update import owns_subset, updated_member
 from coordinator.core.consumer.messages import (
     ConsumerEvent,
     ConsumerGroupConfig,
     ConsumerGroupDescription,
     ConsumerGroupHeartbeat,
-    ConsumerMemberDescription,
     ConsumerResult,
-    GroupEpochBumped,
     HeartbeatResponse,
     MemberRemoved,
     TargetAssignmentComputed,
@@ -63,9 +63,9 @@ from coordinator.core.consumer.model import (
     ConsumerGroupMember,
     ConsumerGroupState,
     MemberState,
-    PartitionMap,
     to_topic_partitions,
 )
+from coordinator.core.consumer.rebalances import Rebalances, removal_cause
 from coordinator.core.consumer.reconcile import reconcile
 from coordinator.core.consumer.record_helpers import (
     current_assignment_record,
@@ -82,7 +82,6 @@ from coordinator.core.consumer.records import (
     ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
-    TopicPartitions,
 )
 from coordinator.core.consumer.regex import InvalidRegex, compile_regex, resolve
 from coordinator.core.consumer.replay import replay
@@ -108,10 +107,11 @@ class _Refused(Exception):
 class _Op:
     """The records and events of one call; each record is replayed as it is emitted."""
 
-    __slots__ = ("events", "groups", "records")
+    __slots__ = ("events", "groups", "now_ms", "records")
 
-    def __init__(self, groups: dict[str, ConsumerGroup]) -> None:
+    def __init__(self, groups: dict[str, ConsumerGroup], now_ms: int = 0) -> None:
         self.groups = groups
+        self.now_ms = now_ms
         self.records: list[ConsumerGroupRecord] = []
         self.events: list[ConsumerEvent] = []
 
@@ -137,6 +137,7 @@ class ConsumerGroupCoordinator:
         "config",
         "epoch_offset_ms",
         "groups",
+        "rebalances",
         "timers",
     )
 
@@ -162,6 +163,7 @@ class ConsumerGroupCoordinator:
         self._refresh_metadata: set[str] = set()  # recompute the metadata hash on next heartbeat
         self._refresh_regexes: set[str] = set()  # re-resolve the regexes on next heartbeat
         self._topics_version = 0  # topic changes seen: the version of resolved regexes
+        self.rebalances = Rebalances()  # for the events only (metrics, history)
 
     # -- API 68 ---------------------------------------------------------------------------------
 
@@ -169,7 +171,7 @@ class ConsumerGroupCoordinator:
         refused = self._request_error(request)
         if refused is not None:
             return ConsumerResult(HeartbeatResponse(refused.error, refused.message))
-        op = _Op(self.groups)
+        op = _Op(self.groups, now_ms)
         try:
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 response = self._leave(op, request)
@@ -178,6 +180,7 @@ class ConsumerGroupCoordinator:
         except _Refused as e:
             assert not op.records, "a refusal after a record: the checks must come first"
             return ConsumerResult(HeartbeatResponse(e.error, e.message))
+        self.rebalances.settle(op, request.group_id, self.config.assignors)
         return op.result(response)
 
     def _request_error(self, req: ConsumerGroupHeartbeat) -> _Refused | None:
@@ -237,7 +240,7 @@ class ConsumerGroupCoordinator:
         self._check_not_full(group, req)
         member_id = req.member_id or self._new_member_id()
         member, replaced = self._member_for(group, req, member_id, joining)
-        updated = _updated_member(member, req)
+        updated = updated_member(member, req)
         old_regex, new_regex = member.subscribed_topic_regex, updated.subscribed_topic_regex
         old_regex_members = group.regex_counts.get(old_regex, 0)
         new_regex_members = group.regex_counts.get(new_regex, 0)
@@ -261,15 +264,15 @@ class ConsumerGroupCoordinator:
         if replaced is not None:
             self._replace_static_member(op, group, replaced, member)
         bump = group.group_epoch == 0
-        if member_id not in group.members or not updated.same_metadata(member):
-            op.emit(subscription_record(gid, updated))
-            bump |= updated.subscribed_topic_names != member.subscribed_topic_names
+        added = member_id not in group.members
+        bump |= self._write_subscription(op, group, member, updated, added)
         bump |= self._update_regexes(
             op, group, old_regex, new_regex, old_regex_members, new_regex_members, now_ms
         )
         group_epoch = group.group_epoch
         if bump or gid in self._refresh_metadata:
-            group_epoch = self._update_metadata(op, group, bump)
+            cause = "member_joined" if added else "subscription_changed" if bump else ""
+            group_epoch = self._update_metadata(op, group, bump, cause, updated)
         if group_epoch > group.assignment_epoch:
             self._update_target_assignment(op, group, group_epoch)
         target = group.target_assignment.get(member_id, EMPTY_PARTITIONS)
@@ -296,6 +299,7 @@ class ConsumerGroupCoordinator:
                 else:
                     self.timers.cancel(TimerKind.REBALANCE, gid, member_id)
         final = group.members[member_id]
+        self.rebalances.reconciled(op.events, now_ms, group, current, final)
         self.timers.schedule(
             TimerKind.SESSION, gid, member_id, now_ms + self.config.session_timeout_ms
         )
@@ -315,6 +319,16 @@ class ConsumerGroupCoordinator:
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
             assignment=to_topic_partitions(final.assigned_partitions) if send_assignment else None,
         )
+
+    def _write_subscription(self, op: _Op, group: ConsumerGroup, member: ConsumerGroupMember,
+                            updated: ConsumerGroupMember, added: bool) -> bool:  # fmt: skip
+        """Record 5 for a new or changed member -> whether its topic names changed."""
+        if added:
+            self.rebalances.member_added(op.events, group.group_id, updated)
+        if not added and updated.same_metadata(member):
+            return False
+        op.emit(subscription_record(group.group_id, updated))
+        return updated.subscribed_topic_names != member.subscribed_topic_names
 
     def _check_not_full(self, group: ConsumerGroup, req: ConsumerGroupHeartbeat) -> None:
         if req.instance_id is not None and req.instance_id in group.static_members:
@@ -347,7 +361,12 @@ class ConsumerGroupCoordinator:
         if joining:
             if existing is None:
                 return group.members.get(member_id) or ConsumerGroupMember(member_id), None
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # A classic member's instance id is taken over at once (Kafka: the unreleased
+            # check is only between two consumer-protocol members).
+            if (
+                existing.classic is None
+                and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            ):
                 raise _Refused(
                     ErrorCode.unreleased_instance_id,
                     f"Static member {member_id} with instance id {req.instance_id} cannot join "
@@ -385,7 +404,8 @@ class ConsumerGroupCoordinator:
         op.emit(current_assignment_record(gid, new))
         if old.member_id != new.member_id:
             self.timers.cancel_member(gid, old.member_id)
-        op.events.append(MemberRemoved(gid, old.member_id, "static_replaced"))
+        op.events.append(MemberRemoved(gid, old.member_id, "static_replaced", old.instance_id,
+                                       old.client_id, old.client_host))  # fmt: skip
 
     def _update_regexes(
         self,
@@ -432,9 +452,11 @@ class ConsumerGroupCoordinator:
             op.emit(ConsumerGroupRecord(ConsumerGroupRegularExpressionKey(gid, regex), value))
         return bump
 
-    def _update_metadata(self, op: _Op, group: ConsumerGroup, bump: bool) -> int:
+    def _update_metadata(
+        self, op: _Op, group: ConsumerGroup, bump: bool, cause: str, member: ConsumerGroupMember
+    ) -> int:
         """Kafka's updateSubscriptionMetadata: the group's metadata hash over its subscribed
-        topics (KIP-1101); bump the epoch when asked to or when the hash changed."""
+        topics (KIP-1101); bump the epoch when asked to (`cause`) or when the hash changed."""
         gid = group.group_id
         metadata_hash = self._group_hash(group)
         bump |= metadata_hash != group.metadata_hash
@@ -446,7 +468,7 @@ class ConsumerGroupCoordinator:
                     ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(epoch, metadata_hash)
                 )
             )
-            op.events.append(GroupEpochBumped(gid, epoch, metadata_hash))
+            self.rebalances.bumped(op.events, op.now_ms, group, epoch, metadata_hash, cause, member)
         self._refresh_metadata.discard(gid)
         if group.has_subscription_metadata_record:  # pre-4.1 record: superseded by the hash
             op.emit(ConsumerGroupRecord(ConsumerGroupPartitionMetadataKey(gid), None))
@@ -499,6 +521,7 @@ class ConsumerGroupCoordinator:
         op.events.append(
             TargetAssignmentComputed(gid, group_epoch, assignor_name, len(specs), changed)
         )
+        self.rebalances.assigned(gid, op.now_ms)
 
     # -- leaving and fencing ----------------------------------------------------------------------
 
@@ -567,7 +590,9 @@ class ConsumerGroupCoordinator:
             for record in remove_member_records(gid, m.member_id):
                 op.emit(record)
             self.timers.cancel_member(gid, m.member_id)
-            op.events.append(MemberRemoved(gid, m.member_id, reason))
+            op.events.append(
+                MemberRemoved(gid, m.member_id, reason, m.instance_id, m.client_id, m.client_host)
+            )
         for regex in dropped:
             op.emit(ConsumerGroupRecord(ConsumerGroupRegularExpressionKey(gid, regex), None))
         metadata_hash = self._group_hash(group)
@@ -577,14 +602,15 @@ class ConsumerGroupCoordinator:
                 ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(epoch, metadata_hash)
             )
         )
-        op.events.append(GroupEpochBumped(gid, epoch, metadata_hash))
+        cause = removal_cause(reason)
+        self.rebalances.bumped(op.events, op.now_ms, group, epoch, metadata_hash, cause, members[0])
 
     # -- timers ---------------------------------------------------------------------------------
 
     def expire(self, now_ms: int) -> ConsumerResult:
         """Fence the members whose session timeout, or rebalance timeout at the epoch it was
         set for, is due at `now_ms`."""
-        op = _Op(self.groups)
+        op = _Op(self.groups, now_ms)
         for due in self.timers.pop_due(now_ms):
             group = self.groups.get(due.group_id)
             member = None if group is None else group.members.get(due.member_id)
@@ -594,6 +620,8 @@ class ConsumerGroupCoordinator:
                 self._fence(op, group, [member], "session_expired")
             elif member.member_epoch == due.epoch:
                 self._fence(op, group, [member], "rebalance_timeout")
+        for gid in dict.fromkeys(e.group_id for e in op.events):
+            self.rebalances.settle(op, gid, self.config.assignors)
         return op.result(None)
 
     def next_deadline_ms(self) -> int | None:
@@ -614,6 +642,7 @@ class ConsumerGroupCoordinator:
                 name in group.subscribed_topic_names()
             ):
                 self._refresh_metadata.add(gid)
+                self.rebalances.topic_changed(gid, name)
 
     # -- loading --------------------------------------------------------------------------------
 
@@ -621,15 +650,38 @@ class ConsumerGroupCoordinator:
         """Apply a record read from the log (coordinator.core.consumer.replay)."""
         replay(self.groups, record)
 
-    def finish_loading(self, now_ms: int) -> None:
+    def unload_group(self, group_id: str) -> None:
+        """Forget a group whose state partition moved to another fleet member (its records stay
+        on the partition for the new owner): no record, no event."""
+        group = self.groups.pop(group_id, None)
+        if group is None:
+            return
+        for member_id in group.members:
+            self.timers.cancel_member(group_id, member_id)
+        self._hashes.subscribe(group_id, self._hashed_topics.pop(group_id, _NO_TOPICS), _NO_TOPICS)
+        self._refresh_metadata.discard(group_id)
+        self._refresh_regexes.discard(group_id)
+        self.rebalances.forget(group_id)
+
+    def finish_loading(self, now_ms: int, group_ids: Iterable[str] | None = None) -> None:
         """After replay: every member gets a fresh session timeout, members with partitions to
         revoke a fresh rebalance timeout (Kafka's onLoaded), and every group re-checks its
-        metadata hash and regexes on its next heartbeat (topics may have changed meanwhile)."""
-        for gid, group in self.groups.items():
+        metadata hash and regexes on its next heartbeat (topics may have changed meanwhile).
+        `group_ids`: only these (a fleet member loading one state partition)."""
+        loaded = self.groups.items() if group_ids is None else (
+            (gid, self.groups[gid]) for gid in group_ids if gid in self.groups
+        )  # fmt: skip
+        for gid, group in loaded:
             for mid, m in group.members.items():
-                deadline = now_ms + self.config.session_timeout_ms
-                self.timers.schedule(TimerKind.SESSION, gid, mid, deadline)
-                if m.state is MemberState.UNREVOKED_PARTITIONS:
+                # A classic member (issue 23 item 6) keeps its own session timeout and has no
+                # rebalance timer (its join and sync timers start with its next request).
+                session_ms = (
+                    self.config.session_timeout_ms
+                    if m.classic is None
+                    else m.classic.session_timeout_ms
+                )
+                self.timers.schedule(TimerKind.SESSION, gid, mid, now_ms + session_ms)
+                if m.classic is None and m.state is MemberState.UNREVOKED_PARTITIONS:
                     self.timers.schedule(
                         TimerKind.REBALANCE,
                         gid,
@@ -651,6 +703,7 @@ class ConsumerGroupCoordinator:
             return ErrorCode.group_id_not_found, ()
         if group.members:
             return ErrorCode.non_empty_group, ()
+        self.rebalances.forget(group_id)
         op = _Op(self.groups)
         for regex in sorted(group.resolved_regexes):
             op.emit(ConsumerGroupRecord(ConsumerGroupRegularExpressionKey(group_id, regex), None))
@@ -674,32 +727,7 @@ class ConsumerGroupCoordinator:
     def describe(self, group_id: str) -> ConsumerGroupDescription | None:
         """ConsumerGroupDescribe (API 69): None = GROUP_ID_NOT_FOUND."""
         group = self.groups.get(group_id)
-        if group is None:
-            return None
-        members = tuple(
-            ConsumerMemberDescription(
-                m.member_id,
-                m.instance_id,
-                m.rack_id,
-                m.member_epoch,
-                m.state,
-                m.client_id,
-                m.client_host,
-                tuple(sorted(m.subscribed_topic_names)),
-                m.subscribed_topic_regex or None,
-                to_topic_partitions(m.assigned_partitions),
-                to_topic_partitions(group.target_assignment.get(mid, EMPTY_PARTITIONS)),
-            )
-            for mid, m in sorted(group.members.items())
-        )
-        return ConsumerGroupDescription(
-            group_id,
-            group.state,
-            group.group_epoch,
-            group.assignment_epoch,
-            group.preferred_server_assignor(self.config.assignors),
-            members,
-        )
+        return None if group is None else describe_group(group, self.config.assignors)
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -716,7 +744,7 @@ def _check_epoch(member: ConsumerGroupMember, req: ConsumerGroupHeartbeat) -> No
         received < member.member_epoch
         and (
             received != member.previous_member_epoch
-            or not _is_subset(req.topic_partitions, member.assigned_partitions)
+            or not owns_subset(req.topic_partitions, member.assigned_partitions)
         )
     ):
         raise _Refused(
@@ -725,47 +753,6 @@ def _check_epoch(member: ConsumerGroupMember, req: ConsumerGroupHeartbeat) -> No
             f"member epoch ({received}) than the one known by the group coordinator "
             f"({member.member_epoch}). The member must abandon all its partitions and rejoin.",
         )
-
-
-def _is_subset(owned: tuple[TopicPartitions, ...] | None, assigned: PartitionMap) -> bool:
-    if owned is None:
-        return False
-    for tp in owned:
-        partitions = assigned.get(tp.topic_id)
-        if partitions is None or not partitions.issuperset(tp.partitions):
-            return False
-    return True
-
-
-def _updated_member(
-    member: ConsumerGroupMember, req: ConsumerGroupHeartbeat
-) -> ConsumerGroupMember:
-    """The request's non-null fields over the member (Kafka's maybeUpdate* builders)."""
-    return dataclasses.replace(
-        member,
-        instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
-        rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
-        rebalance_timeout_ms=(
-            req.rebalance_timeout_ms
-            if req.rebalance_timeout_ms != -1
-            else member.rebalance_timeout_ms
-        ),
-        server_assignor=(
-            req.server_assignor if req.server_assignor is not None else member.server_assignor
-        ),
-        subscribed_topic_names=(
-            frozenset(req.subscribed_topic_names)
-            if req.subscribed_topic_names is not None
-            else member.subscribed_topic_names
-        ),
-        subscribed_topic_regex=(
-            req.subscribed_topic_regex
-            if req.subscribed_topic_regex is not None
-            else member.subscribed_topic_regex
-        ),
-        client_id=req.client_id,
-        client_host=req.client_host,
-    )
 
 
 def iter_records(results: Iterable[ConsumerResult]) -> list[ConsumerGroupRecord]:

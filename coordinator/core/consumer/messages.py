@@ -31,7 +31,10 @@ __all__ = [
     "DescribedConsumerGroup",
     "GroupEpochBumped",
     "HeartbeatResponse",
+    "MemberAdded",
+    "MemberReconciled",
     "MemberRemoved",
+    "RebalanceSettled",
     "TargetAssignmentComputed",
 ]
 
@@ -80,10 +83,31 @@ class HeartbeatResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class MemberAdded:
+    """A member id new to the group joined (a static member's new id included)."""
+
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+
+
+@dataclass(frozen=True, slots=True)
 class GroupEpochBumped:
+    """A new group epoch: a new target assignment is due, i.e. a rebalance started. `cause` is a
+    coordinator.core.events.RebalanceCause value; the trigger is the member whose heartbeat,
+    leave or expiry bumped it, or the `topics` whose metadata changed."""
+
     group_id: str
     group_epoch: int
     metadata_hash: int
+    cause: str = "metadata_changed"
+    member_id: str | None = None
+    instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    topics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +124,46 @@ class MemberRemoved:
     group_id: str
     member_id: str
     reason: str  # "left", "session_expired", "rebalance_timeout", "static_replaced"
+    instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
 
 
-ConsumerEvent = GroupEpochBumped | TargetAssignmentComputed | MemberRemoved
+@dataclass(frozen=True, slots=True)
+class MemberReconciled:
+    """A member reached the target assignment at the assignment epoch (STABLE), `reconcile_ms`
+    after the rebalance it took part in started."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    reconcile_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceSettled:
+    """Every member is reconciled to the target assignment (the group is Stable), or the group
+    emptied: the rebalance that started at `started_ms` (the first epoch bump since the last
+    settling) is over. `bump` is the last epoch bump: its cause and trigger."""
+
+    group_id: str
+    group_epoch: int
+    assignor: str
+    members: int
+    started_ms: int
+    assigned_ms: int  # when the last target assignment was computed
+    now_ms: int
+    bump: GroupEpochBumped
+
+
+ConsumerEvent = (
+    MemberAdded
+    | GroupEpochBumped
+    | TargetAssignmentComputed
+    | MemberRemoved
+    | MemberReconciled
+    | RebalanceSettled
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +193,7 @@ class ConsumerMemberDescription:
     subscribed_topic_regex: str | None
     assignment: tuple[TopicPartitions, ...]
     target_assignment: tuple[TopicPartitions, ...]
+    classic: bool = False  # a classic-protocol member (ConsumerGroupDescribe v1 MemberType 0)
 
 
 @dataclass(frozen=True, slots=True)

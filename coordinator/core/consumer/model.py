@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from coordinator.core.consumer.records import TopicPartitions
+from coordinator.core.consumer.records import ClassicMemberMetadata, TopicPartitions
 
 __all__ = [
     "EMPTY_PARTITIONS",
@@ -121,6 +121,9 @@ class ConsumerGroupMember:
     server_assignor: str | None = None
     assigned_partitions: PartitionMap = field(default_factory=lambda: EMPTY_PARTITIONS)
     partitions_pending_revocation: PartitionMap = field(default_factory=lambda: EMPTY_PARTITIONS)
+    # Set for a member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside the
+    # consumer group: the online upgrade/downgrade (coordinator.core.consumer.classic).
+    classic: ClassicMemberMetadata | None = None
 
     def is_reconciled_to(self, assignment_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == assignment_epoch
@@ -136,6 +139,7 @@ class ConsumerGroupMember:
             and self.subscribed_topic_names == other.subscribed_topic_names
             and self.subscribed_topic_regex == other.subscribed_topic_regex
             and self.server_assignor == other.server_assignor
+            and self.classic == other.classic
         )
 
 

@@ -36,6 +36,7 @@ def subscription_record(group_id: str, m: ConsumerGroupMember) -> ConsumerGroupR
             m.subscribed_topic_regex,
             m.rebalance_timeout_ms,
             m.server_assignor,
+            m.classic,
         ),
     )
 

@@ -17,10 +17,11 @@ A value of None is a tombstone. `coordinator.core.consumer.replay` applies them;
 changes a group only by emitting these and replaying them, so replaying the log rebuilds
 exactly the live groups.
 
-Deliberately left out (we never write them, and a classic member in a consumer group is issue 23
-item 6): `ClassicMemberMetadata` (tagged field 0 of type 5), the racks of type 4, and the fields
-Kafka added after 4.1 (`AssignmentTimestamp` of type 6 and `AssignmentEpochs` of type 8, both
-tagged, so a 4.1 reader skips them too).
+Type 5 carries `ClassicMemberMetadata` (its tagged field 0) for a member that speaks the classic
+protocol inside a consumer group (the online upgrade/downgrade, issue 23 item 6); None for a
+consumer-protocol member. Deliberately left out (we never write them): the racks of type 4, and
+the fields Kafka added after 4.1 (`AssignmentTimestamp` of type 6 and `AssignmentEpochs` of type
+8, both tagged, so a 4.1 reader skips them too).
 
 Pure: no I/O.
 """
@@ -32,6 +33,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "RECORD_TYPES",
+    "ClassicMemberMetadata",
+    "ClassicProtocol",
     "ConsumerGroupCurrentMemberAssignmentKey",
     "ConsumerGroupCurrentMemberAssignmentValue",
     "ConsumerGroupKey",
@@ -109,6 +112,24 @@ class ConsumerGroupMemberMetadataKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicProtocol:
+    """One protocol a classic member listed in its JoinGroup: its name and metadata (the
+    ConsumerProtocolSubscription bytes)."""
+
+    name: str
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """Tagged field 0 of type 5: a member using the classic protocol (JoinGroup/SyncGroup/
+    Heartbeat) inside a consumer group, with its own session timeout."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[ClassicProtocol, ...]  # in the member's order of preference
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -118,6 +139,7 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic_member_metadata: ClassicMemberMetadata | None = None  # tagged field 0
 
 
 # -- 6 and 7: target assignment ------------------------------------------------------------------

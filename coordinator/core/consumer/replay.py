@@ -152,6 +152,7 @@ def _member_metadata(
             subscribed_topic_regex=value.subscribed_topic_regex or "",
             rebalance_timeout_ms=value.rebalance_timeout_ms,
             server_assignor=value.server_assignor,
+            classic=value.classic_member_metadata,
         )
     )
 

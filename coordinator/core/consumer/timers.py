@@ -21,6 +21,12 @@ __all__ = ["DueTimer", "MemberTimers", "TimerKind"]
 class TimerKind(enum.Enum):
     SESSION = "session"  # no heartbeat within the session timeout: fence the member
     REBALANCE = "rebalance"  # still at `epoch` after its rebalance timeout: fence the member
+    # A classic member inside a consumer group (coordinator.core.consumer.classic), Kafka's
+    # consumerGroupJoinKey / consumerGroupSyncKey: told to rejoin (or given a JoinGroup answer)
+    # and still at `epoch` after its rebalance timeout: fenced as by REBALANCE (its epoch changes
+    # only by rejoining, so the epoch check is Kafka's unconditional fencing).
+    JOIN = "join"
+    SYNC = "sync"
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,31 +7,53 @@ Rules:
 - A heartbeat that joins an id held by an Empty classic group (a simple group's offsets, a
   group whose members all left) deletes the classic group (its GroupMetadata tombstone) and
   creates the consumer group; the offsets stay (Kafka 4.x, GroupMetadataManager
-  `getOrMaybeCreatePersistedConsumerGroup`). A non-empty classic group refuses it with
-  GROUP_ID_NOT_FOUND: the online upgrade (issue 23 item 6) is not implemented, and Kafka with
-  group.consumer.migration.policy=disabled answers the same.
+  `getOrMaybeCreatePersistedConsumerGroup`). A non-empty classic group is upgraded to a consumer
+  group when eligible (core.handlers.migration, issue 23 item 6), else refused with
+  GROUP_ID_NOT_FOUND; a member leaving (epoch -1) or fenced so that only classic members remain
+  downgrades the group back to a classic one.
 - While the log loads every request answers COORDINATOR_LOAD_IN_PROGRESS.
 - The consumer coordinator's records are the core's records (the same keys and values), so the
   runtime persists them before the reply leaves, and loading replays them (core.loading).
 - ConsumerGroupDescribe: per group; an unknown id, or a classic group's, is GROUP_ID_NOT_FOUND
   (Kafka: "Group X is not a consumer group.").
-- The consumer coordinator's own events (epoch bumps, target assignments, removals) stay out of
-  Effects.events, whose sinks (metrics, history) know the classic events only; the status page
-  and the metrics read the consumer groups themselves (GroupCoordinator.consumer).
+- The consumer coordinator's events reach Effects.events as the classic groups' events, so every
+  sink (metrics, the status page's recent rebalances, the history log and the audit) sees a
+  consumer group's rebalances: a member added -> MemberJoined, removed -> MemberLeft (expired,
+  fenced when a static member's new id replaced it, rebalance_timeout), a group epoch bump ->
+  RebalanceStarted with its cause and trigger, the group Stable (or Empty) again ->
+  RebalanceCompleted (group_type "consumer": the group epoch as the generation, the server
+  assignor as the protocol, join phase = until the target assignment was computed), and each
+  member reaching its target -> MemberReconciled. Target assignments themselves are not events.
 """
 
 from __future__ import annotations
 
+from coordinator.core.consumer import messages as cm
 from coordinator.core.consumer.messages import (
+    ConsumerEvent,
     ConsumerGroupDescribe,
     ConsumerGroupDescribeResult,
     ConsumerGroupHeartbeat,
     DescribedConsumerGroup,
     HeartbeatResponse,
 )
+from coordinator.core.consumer.model import LEAVE_GROUP_MEMBER_EPOCH
+from coordinator.core.consumer.records import ConsumerGroupRecord
 from coordinator.core.effects import Effects
-from coordinator.core.events import GroupDeleted
+from coordinator.core.events import (
+    GroupCreated,
+    GroupDeleted,
+    LeaveReason,
+    MemberJoined,
+    MemberLeft,
+    MemberReconciled,
+    RebalanceCause,
+    RebalanceCompleted,
+    RebalanceStarted,
+    RebalanceTrigger,
+)
 from coordinator.core.group import GroupState
+from coordinator.core.handlers import migration
 from coordinator.core.messages import ErrorCode
 from coordinator.core.records import GroupMetadataKey, OffsetCommitKey, Record
 from coordinator.core.state import CoreState
@@ -46,23 +68,41 @@ def heartbeat(
         fx.replies.append((reply_to, HeartbeatResponse(E.coordinator_load_in_progress)))
         return
     classic = state.groups.get(cmd.group_id)
+    upgraded: list[ConsumerGroupRecord] | None = None
     if classic is not None and classic.state is not GroupState.EMPTY:
-        message = (
-            f"Cannot upgrade classic group {cmd.group_id} to consumer group: the online upgrade "
-            "is not supported."
+        # The online upgrade (Kafka's getOrMaybeCreateConsumerGroup): only a joining member.
+        refused = (
+            migration.upgrade(state, classic)
+            if cmd.member_epoch == 0
+            else f"Group {cmd.group_id} is not a consumer group."
         )
-        fx.replies.append((reply_to, HeartbeatResponse(E.group_id_not_found, message)))
-        return
+        if isinstance(refused, str):
+            fx.replies.append((reply_to, HeartbeatResponse(E.group_id_not_found, refused)))
+            return
+        upgraded = refused
+        migration.apply_upgrade(state, upgraded)
+    new = cmd.group_id not in state.consumer.groups
     result = state.consumer.heartbeat(cmd, now_ms)
     response = result.response
     assert response is not None
-    if classic is not None and result.records:
+    if upgraded is not None:
+        assert classic is not None
+        if not result.records:
+            migration.undo_upgrade(state, cmd.group_id)
+        else:
+            migration.finish_upgrade(state, classic, upgraded, now_ms, fx)
+    elif classic is not None and result.records:
         # The empty classic group gives way to the consumer group (its offsets stay).
         fx.records.append(Record(GroupMetadataKey(cmd.group_id), None))
         del state.groups[cmd.group_id]
         state.topic_hashes.untrack(classic)
         fx.events.append(GroupDeleted(cmd.group_id))
+    if new and result.records:
+        fx.events.append(GroupCreated(cmd.group_id))
     fx.records.extend(Record(r.key, r.value) for r in result.records)
+    fx.events.extend(_event(e, now_ms) for e in result.events if type(e) in _TRANSLATED)
+    if cmd.member_epoch == LEAVE_GROUP_MEMBER_EPOCH and result.records:
+        migration.maybe_downgrade(state, cmd.group_id, now_ms, fx)
     fx.replies.append((reply_to, response))
 
 
@@ -101,6 +141,51 @@ def expire(state: CoreState, now_ms: int, fx: Effects) -> None:
         return
     result = state.consumer.expire(now_ms)
     fx.records.extend(Record(r.key, r.value) for r in result.records)
+    fx.events.extend(_event(e, now_ms) for e in result.events if type(e) in _TRANSLATED)
+    for gid in dict.fromkeys(r.key.group_id for r in result.records):
+        migration.maybe_downgrade(state, gid, now_ms, fx)
+
+
+_LEAVE_REASONS = {
+    "left": LeaveReason.LEFT,
+    "session_expired": LeaveReason.EXPIRED,
+    "static_replaced": LeaveReason.FENCED,
+    "rebalance_timeout": LeaveReason.REBALANCE_TIMEOUT,
+}
+_TRANSLATED = frozenset(
+    {cm.MemberAdded, cm.MemberRemoved, cm.GroupEpochBumped, cm.MemberReconciled,
+     cm.RebalanceSettled}
+)  # fmt: skip
+
+
+def _trigger(e: cm.GroupEpochBumped) -> RebalanceTrigger:
+    return RebalanceTrigger(e.member_id, e.instance_id, e.client_id, e.client_host, e.topics)
+
+
+def _event(
+    e: ConsumerEvent, now_ms: int
+) -> MemberJoined | MemberLeft | RebalanceStarted | RebalanceCompleted | MemberReconciled:
+    """A consumer-group event as the core's (see the module docstring); `_TRANSLATED` only."""
+    match e:
+        case cm.MemberAdded():
+            return MemberJoined(e.group_id, e.member_id, e.instance_id, e.client_id, e.client_host)
+        case cm.MemberRemoved():
+            reason = _LEAVE_REASONS.get(e.reason, LeaveReason.LEFT)
+            return MemberLeft(e.group_id, e.member_id, e.instance_id, reason, e.client_id,
+                              e.client_host)  # fmt: skip
+        case cm.GroupEpochBumped():
+            cause = RebalanceCause(e.cause)
+            return RebalanceStarted(e.group_id, cause, e.member_id, now_ms, _trigger(e))
+        case cm.MemberReconciled():
+            return MemberReconciled(e.group_id, e.member_id, e.member_epoch, e.reconcile_ms)
+        case cm.RebalanceSettled():
+            return RebalanceCompleted(
+                e.group_id, e.group_epoch, e.assignor, None, e.members,
+                RebalanceCause(e.bump.cause), e.started_ms, e.assigned_ms, e.now_ms,
+                _trigger(e.bump), "consumer",
+            )  # fmt: skip
+        case _:
+            raise AssertionError(f"not a translated event: {e!r}")
 
 
 def delete(state: CoreState, gid: str, fx: Effects) -> ErrorCode:

@@ -5,13 +5,15 @@ group -> UNKNOWN_MEMBER_ID; the group's state (STATE_REPLIES, Check.HEARTBEAT); 
 instance id (unknown -> UNKNOWN_MEMBER_ID, another member's -> FENCED_INSTANCE_ID); the member;
 the generation (ILLEGAL_GENERATION); then the session is renewed and the state answers
 (Check.HEARTBEAT_MEMBER: REBALANCE_IN_PROGRESS while the group prepares a rebalance). A heartbeat
-writes no record and emits no event, so it needs no Effects (`answer`).
+writes no record and emits no event, so it needs no Effects (`answer`). A non-empty KIP-848
+consumer group's id: its classic member's heartbeat (core.handlers.classic_in_consumer).
 """
 
 from __future__ import annotations
 
 from coordinator.core.effects import Effects
 from coordinator.core.group import STATE_REPLIES, Check, GroupState
+from coordinator.core.handlers import classic_in_consumer
 from coordinator.core.messages import ErrorCode, Heartbeat, HeartbeatResult
 from coordinator.core.state import CoreState
 
@@ -32,6 +34,8 @@ def answer(state: CoreState, cmd: Heartbeat, now_ms: int) -> HeartbeatResult:
         return _LOADING
     group = state.groups.get(cmd.group_id)
     if group is None:
+        if cmd.group_id in state.consumer.groups:  # off the hot path: not a classic group
+            return classic_in_consumer.heartbeat(state, cmd, now_ms)
         return _UNKNOWN
     group_state = group.state
     error = _BY_STATE[group_state]

@@ -6,8 +6,9 @@ INVALID_SESSION_TIMEOUT; loading -> COORDINATOR_LOAD_IN_PROGRESS; group.max.size
 members (KIP-345, §5.6) replace their old member id, without a rebalance when nothing else
 changed; a known member's rejoin is parked until the join phase ends (core.rebalance), or answered
 at once when it repeats a join of the current generation. A new group is made durable at once.
-A KIP-848 consumer group's id: INCONSISTENT_GROUP_PROTOCOL while it has members; an Empty one is
-deleted and the classic group takes its place (core.handlers.consumer).
+A KIP-848 consumer group's id: while it has members the JoinGroup joins it as a classic member
+(core.handlers.classic_in_consumer, issue 23 item 6); an Empty one is deleted and the classic
+group takes its place (core.handlers.consumer).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from coordinator.core.group import (
     Member,
     PendingMember,
 )
+from coordinator.core.handlers import classic_in_consumer
 from coordinator.core.messages import ErrorCode, JoinGroup, JoinGroupResult, SyncGroupResult
 from coordinator.core.rebalance import (
     drop_member,
@@ -57,9 +59,8 @@ def handle(state: CoreState, reply_to: int, cmd: JoinGroup, now_ms: int, fx: Eff
     consumer_group = state.consumer.groups.get(cmd.group_id)
     if consumer_group is not None:  # a KIP-848 group (issue 23)
         if consumer_group.members:
-            # Classic members in a consumer group are the online upgrade (issue 23 item 6),
-            # not implemented: refused as a group of another type (§5.2 step 2).
-            return join_error(reply_to, E.inconsistent_group_protocol, "", fx)
+            # A classic member of a consumer group (Kafka's classicGroupJoinToConsumerGroup).
+            return classic_in_consumer.join(state, reply_to, cmd, now_ms, fx)
         # An Empty consumer group becomes a classic group (Kafka 4.x); its offsets stay.
         _, records = state.consumer.delete_group(cmd.group_id)
         fx.records.extend(Record(r.key, r.value) for r in records)

@@ -5,7 +5,8 @@ group answers UNKNOWN_MEMBER_ID for every member (top-level NONE, v3+ batch form
 state (STATE_REPLIES, Check.LEAVE). Each member (v3+: several, KIP-345) leaves by member id, by
 instance id alone (an admin removing a static member), or as a pending member (KIP-394); a wrong
 instance id -> FENCED_INSTANCE_ID. A member leaving a Stable or CompletingRebalance group starts
-a rebalance; one leaving a group that prepares one may complete its join phase.
+a rebalance; one leaving a group that prepares one may complete its join phase. A non-empty
+KIP-848 consumer group's id: its classic members leave it (core.handlers.classic_in_consumer).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from coordinator.core.effects import Effects
 from coordinator.core.events import LeaveReason, RebalanceCause, RebalanceTrigger
 from coordinator.core.group import STATE_REPLIES, Check, GroupState
+from coordinator.core.handlers import classic_in_consumer
 from coordinator.core.messages import ErrorCode, LeaveGroup, LeaveGroupResult, LeftMember
 from coordinator.core.rebalance import (
     drop_member,
@@ -37,6 +39,10 @@ def handle(state: CoreState, reply_to: int, cmd: LeaveGroup, now_ms: int, fx: Ef
         return
     group = state.groups.get(cmd.group_id)
     if group is None:
+        consumer_group = state.consumer.groups.get(cmd.group_id)
+        if consumer_group is not None and consumer_group.members:
+            classic_in_consumer.leave(state, reply_to, cmd, now_ms, fx)
+            return
         left = tuple(
             LeftMember(m.member_id, m.group_instance_id, E.unknown_member_id) for m in cmd.members
         )

@@ -11,7 +11,8 @@ heartbeat-on-commit). A simple group is created with its first offset.
 A KIP-848 consumer group's commit is checked as Kafka 4.x's ConsumerGroup.validateOffsetCommit:
 a negative epoch commits to an Empty group (admin, simple consumer); otherwise an unknown member
 -> UNKNOWN_MEMBER_ID, a request below v9 -> UNSUPPORTED_VERSION, an epoch other than the
-member's -> STALE_MEMBER_EPOCH.
+member's -> STALE_MEMBER_EPOCH; a classic member of the consumer group (issue 23 item 6) commits
+with any version and its generation, ILLEGAL_GENERATION when that is not its member epoch.
 """
 
 from __future__ import annotations
@@ -126,8 +127,9 @@ def _consumer_error(group: ConsumerGroup, cmd: OffsetCommit) -> ErrorCode | None
     member = group.members.get(cmd.member_id)
     if member is None:
         return E.unknown_member_id
-    if cmd.api_version < 9:  # "OffsetCommit version 9 or above must be used by members using
-        return E.unsupported_version  # the modern group protocol"
+    classic = member.classic is not None
+    if cmd.api_version < 9 and not classic:  # "OffsetCommit version 9 or above must be used
+        return E.unsupported_version  # by members using the modern group protocol"
     if cmd.generation_id != member.member_epoch:
-        return E.stale_member_epoch
+        return E.illegal_generation if classic else E.stale_member_epoch
     return None

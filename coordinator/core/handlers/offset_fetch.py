@@ -71,7 +71,9 @@ def _group(state: CoreState, request: FetchGroup) -> FetchedGroup:
         if member is None:
             return FetchedGroup(group_id, E.unknown_member_id, ())
         if member.member_epoch != request.member_epoch:
-            return FetchedGroup(group_id, E.stale_member_epoch, ())
+            # A classic member of the consumer group (issue 23 item 6): ILLEGAL_GENERATION.
+            error = E.stale_member_epoch if member.classic is None else E.illegal_generation
+            return FetchedGroup(group_id, error, ())
     stored = state.offsets.topics(group_id)
     if topics is None:
         return FetchedGroup(

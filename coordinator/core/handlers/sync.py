@@ -6,13 +6,15 @@ group's state (STATE_REPLIES, Check.SYNC); the member and instance id; the gener
 protocol type and name; then the state again (Check.SYNC_MEMBER). A Stable group answers the
 member's stored assignment at once. In CompletingRebalance the request is parked; the leader's
 brings the assignment, whose record must be durable before every parked SyncGroup is answered
-and the group is Stable.
+and the group is Stable. A non-empty KIP-848 consumer group's id: its classic member's SyncGroup
+(core.handlers.classic_in_consumer, issue 23 item 6).
 """
 
 from __future__ import annotations
 
 from coordinator.core.effects import Effects
 from coordinator.core.group import STATE_REPLIES, Check, ClassicGroup, GroupState
+from coordinator.core.handlers import classic_in_consumer
 from coordinator.core.messages import ErrorCode, SyncGroup, SyncGroupResult
 from coordinator.core.rebalance import answer_syncs, group_record, rebalance_completed
 from coordinator.core.state import CoreState
@@ -21,6 +23,12 @@ E = ErrorCode
 
 
 def handle(state: CoreState, reply_to: int, cmd: SyncGroup, now_ms: int, fx: Effects) -> None:
+    gid = cmd.group_id
+    if gid and not state.loading and gid not in state.groups:
+        consumer_group = state.consumer.groups.get(gid)
+        if consumer_group is not None and consumer_group.members:
+            classic_in_consumer.sync(state, reply_to, cmd, now_ms, fx)
+            return
     error = _error(state, cmd)
     if error is not None:
         fx.replies.append((reply_to, SyncGroupResult(error)))
