@@ -51,7 +51,10 @@ def _start(server: Any) -> rc.Broker:
     return server(topics={TOPIC: PARTITIONS}, **CONSUMER_OPTIONS)
 
 
-async def _member(members: Any, kind: str, name: str, broker: rc.Broker, group: str) -> Member:
+async def _member(
+    members: Any, kind: str, name: str, broker: rc.Broker, group: str,
+    instance_id: str | None = None,
+) -> Member:
     return await members(
         kind,
         name,
@@ -60,6 +63,7 @@ async def _member(members: Any, kind: str, name: str, broker: rc.Broker, group: 
         topic=TOPIC,
         assignors=["uniform"],
         group_protocol="consumer",
+        instance_id=instance_id,
     )
 
 
@@ -127,6 +131,7 @@ def revoked_since(m: Member, t: float) -> list[int]:
         pytest.param(("java",), id="java-1", marks=pytest.mark.java),
         pytest.param(("java",) * 3, id="java-3", marks=pytest.mark.java),
         pytest.param(("java", "confluent", "confluent"), id="mixed", marks=pytest.mark.java),
+        pytest.param(("java", "confluent") * 4, id="mixed-8", marks=pytest.mark.java),
     ],
 )
 async def test_members_form_a_group(request, server, members, kinds):
@@ -184,6 +189,30 @@ async def test_leave_and_kill_reassign_without_stopping_the_others(request, serv
     assert kept is not None and kept <= (survivor.owned or frozenset())
     assert len(described.members) == 1
     assert elapsed >= 3.0, f"fenced after {elapsed:.1f} s, before the 4 s session timeout"
+
+
+@pytest.mark.parametrize("kind", kind_params(("confluent", "java")))
+async def test_a_static_member_restarted_gets_its_partitions_back(request, server, members, kind):
+    """KIP-848 static membership: a member with group.instance.id that closes leaves with epoch
+    -2, its partitions held for it; restarted (a new member id, the same instance id) before its
+    session runs out, it gets them back and nobody else is touched (no epoch bump)."""
+    require_kind(request, kind)
+    broker = _start(server)
+    group = f"kip848-static-{kind}"
+    ms = [await _member(members, kind, f"{kind}-s{i}", broker, group, instance_id=f"s{i}")
+          for i in range(3)]
+    before = await wait_split(broker, group, ms)
+    leaving, rest = ms[1], [ms[0], ms[2]]
+    held = leaving.owned
+    kept = {m.name: m.owned for m in rest}
+    t = time.monotonic()
+    await leaving.close()
+    again = await _member(members, kind, f"{kind}-s1-again", broker, group, instance_id="s1")
+    after = await wait_split(broker, group, [rest[0], again, rest[1]], timeout=20)
+    assert again.member_id != leaving.member_id and again.owned == held
+    for m in rest:
+        assert not revoked_since(m, t) and m.owned == kept[m.name], m.name
+    assert after.group_epoch == before.group_epoch, "a static rejoin must not rebalance"
 
 
 @pytest.mark.parametrize("kind", kind_params(("confluent", "java")))
