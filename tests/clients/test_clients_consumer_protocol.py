@@ -191,6 +191,22 @@ async def test_leave_and_kill_reassign_without_stopping_the_others(request, serv
     assert elapsed >= 3.0, f"fenced after {elapsed:.1f} s, before the 4 s session timeout"
 
 
+async def test_a_regex_subscription_is_resolved_by_the_server(request, server, members):
+    """librdkafka sends a `^`-topic as ConsumerGroupHeartbeat's SubscribedTopicRegex (v1): the
+    server resolves it against its topics (RE2 syntax) and assigns what matches."""
+    require_kind(request, "confluent")
+    broker = server(topics={TOPIC: PARTITIONS, "other": 3}, **CONSUMER_OPTIONS)
+    group = "kip848-regex"
+    ms = [await members("confluent", f"regex-{i}", bootstrap=broker.bootstrap, group=group,
+                        topic="^ord.*", assignors=["uniform"], group_protocol="consumer")
+          for i in range(2)]
+    described = await wait_split(broker, group, ms)
+    # librdkafka joins its patterns into one regex: "(^ord.*)".
+    assert {m.subscribed_topic_regex for m in described.members} == {"(^ord.*)"}
+    topics = {tp.topic_name for m in described.members for tp in m.assignment.topic_partitions}
+    assert topics == {TOPIC}  # "other" does not match
+
+
 @pytest.mark.parametrize("kind", kind_params(("confluent", "java")))
 async def test_a_static_member_restarted_gets_its_partitions_back(request, server, members, kind):
     """KIP-848 static membership: a member with group.instance.id that closes leaves with epoch
