@@ -116,7 +116,7 @@ async def test_answers_name_groupcoord_and_api_versions_are_the_intersection(sta
         ranges = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
         assert ranges[0][1] == 9 and ranges[1][1] == 12  # Produce/Fetch below KIP-951
         assert ranges[28] == (0, 4)  # TxnOffsetCommit: answered here (issue 29)
-        assert 69 not in ranges  # KIP-848: withheld
+        assert ranges[68] == ranges[69] == (0, 1)  # KIP-848: answered here (issue 23)
         assert ranges[47] == (0, 0)  # OffsetDelete: groupcoord's, though tansu lacks it
         assert 19 in ranges and 20 in ranges  # CreateTopics/DeleteTopics: tansu's, forwarded
     finally:
