@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench import loadgen, servers, wire
 from bench.__main__ import STORM_BEAT_S, Context, Metric, register
@@ -102,27 +103,12 @@ async def classic_member(m: loadgen.Member, g: Classic, done: Settled, stop: asy
 
 
 async def run_classic(port: int, n: int) -> tuple[float, float]:
-    conns = await loadgen.connect_many(servers.HOST, port, n + 1)
-    stop = asyncio.Event()
     g = Classic("rb-classic", n)
-    done = Settled(g.settled)
-    members = [loadgen.Member(c, g.group_id, i) for i, c in enumerate(conns)]
-    tasks: list[asyncio.Task[None]] = []
-    try:
-        settled = done.arm()
-        t0 = time.perf_counter()
-        tasks = [asyncio.create_task(classic_member(m, g, done, stop)) for m in members[:n]]
-        form = await asyncio.wait_for(settled, DEADLINE_S) - t0
-        g.size = n + 1
-        settled = done.arm()
-        t0 = time.perf_counter()
-        tasks.append(asyncio.create_task(classic_member(members[n], g, done, stop)))
-        join1 = await asyncio.wait_for(settled, DEADLINE_S) - t0
-    finally:
-        stop.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        loadgen.close_all(conns)
-    return form, join1
+
+    def member(conn: Any, i: int, done: Settled, stop: asyncio.Event) -> Any:
+        return classic_member(loadgen.Member(conn, g.group_id, i), g, done, stop)
+
+    return await _form_then_join(port, n, g, member)
 
 
 # ---- consumer -----------------------------------------------------------------------------------
@@ -187,20 +173,32 @@ async def create_topic(port: int, partitions: int) -> None:
 
 
 async def run_consumer(port: int, n: int) -> tuple[float, float]:
+    g = Consumer("rb-consumer", n, 2 * n)
+
+    def member(conn: Any, i: int, done: Settled, stop: asyncio.Event) -> Any:
+        return consumer_member(conn, g, done, stop)
+
+    return await _form_then_join(port, n, g, member)
+
+
+async def _form_then_join(
+    port: int, n: int, g: Classic | Consumer, member: Callable[..., Any]
+) -> tuple[float, float]:
+    """(seconds for n members to form the group, seconds for one more to join it): `member`
+    makes one member's coroutine from its connection."""
     conns = await loadgen.connect_many(servers.HOST, port, n + 1)
     stop = asyncio.Event()
-    g = Consumer("rb-consumer", n, 2 * n)
     done = Settled(g.settled)
     tasks: list[asyncio.Task[None]] = []
     try:
         settled = done.arm()
         t0 = time.perf_counter()
-        tasks = [asyncio.create_task(consumer_member(c, g, done, stop)) for c in conns[:n]]
+        tasks = [asyncio.create_task(member(c, i, done, stop)) for i, c in enumerate(conns[:n])]
         form = await asyncio.wait_for(settled, DEADLINE_S) - t0
         g.size = n + 1
         settled = done.arm()
         t0 = time.perf_counter()
-        tasks.append(asyncio.create_task(consumer_member(conns[n], g, done, stop)))
+        tasks.append(asyncio.create_task(member(conns[n], n, done, stop)))
         join1 = await asyncio.wait_for(settled, DEADLINE_S) - t0
     finally:
         stop.set()

@@ -264,47 +264,30 @@ def _offset_fetch_groups(request: Any, may: May) -> Plan:
 # -- groups ----------------------------------------------------------------------------------------
 
 
-def _describe_groups(header: RequestHeader, request: Any, may: May) -> Plan:
-    kept, denied = _split(request.groups, lambda g: may(DESCRIBE, GROUP, g))
-    if not denied:
-        return Plan(request)
+def _describe(groups_field: str) -> Handler:
+    """DescribeGroups and ConsumerGroupDescribe (KIP-848): DESCRIBE on each group; the denied ones
+    are answered GROUP_AUTHORIZATION_FAILED after the others (`make` keeps the fields each API's
+    DescribedGroup has)."""
 
-    def amend(response: Any) -> Any:
-        group_cls = _nested(response, "DescribedGroup")
-        extra = tuple(
-            make(
-                group_cls,
-                error_code=E.group_authorization_failed,
-                group_id=g,
-                group_state="",
-                protocol_type="",
-                protocol_data="",
-                members=(),
-                authorized_operations=-(2**31),
-            )
-            for g in denied
-        )
-        return replace(response, groups=(*response.groups, *extra))
+    def handler(header: RequestHeader, request: Any, may: May) -> Plan:
+        kept, denied = _split(getattr(request, groups_field), lambda g: may(DESCRIBE, GROUP, g))
+        if not denied:
+            return Plan(request)
 
-    return Plan(replace(request, groups=kept), amend)
+        def amend(response: Any) -> Any:
+            group_cls = _nested(response, "DescribedGroup")
+            extra = tuple(
+                make(group_cls, error_code=E.group_authorization_failed, group_id=g,
+                     group_state="", protocol_type="", protocol_data="", members=(),
+                     authorized_operations=-(2**31), group_epoch=-1, assignment_epoch=-1,
+                     assignor_name="")
+                for g in denied
+            )  # fmt: skip
+            return replace(response, groups=(*response.groups, *extra))
 
+        return Plan(replace(request, **{groups_field: kept}), amend)
 
-def _consumer_group_describe(header: RequestHeader, request: Any, may: May) -> Plan:
-    """ConsumerGroupDescribe (KIP-848): DESCRIBE on each group, as DescribeGroups."""
-    kept, denied = _split(request.group_ids, lambda g: may(DESCRIBE, GROUP, g))
-    if not denied:
-        return Plan(request)
-
-    def amend(response: Any) -> Any:
-        group_cls = _nested(response, "DescribedGroup")
-        extra = tuple(
-            make(group_cls, error_code=E.group_authorization_failed, group_id=g, group_state="",
-                 group_epoch=-1, assignment_epoch=-1, assignor_name="", members=())
-            for g in denied
-        )  # fmt: skip
-        return replace(response, groups=(*response.groups, *extra))
-
-    return Plan(replace(request, group_ids=kept), amend)
+    return handler
 
 
 def _list_groups(header: RequestHeader, request: Any, may: May) -> Plan:
@@ -507,8 +490,8 @@ _HANDLERS: dict[int, Handler] = {
     TXN_OFFSET_COMMIT: _txn_offset_commit,
     apis.OFFSET_FETCH: _offset_fetch,
     apis.OFFSET_DELETE: _group_and_topics(DELETE, "OffsetDeleteResponse"),
-    apis.DESCRIBE_GROUPS: _describe_groups,
-    apis.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    apis.DESCRIBE_GROUPS: _describe("groups"),
+    apis.CONSUMER_GROUP_DESCRIBE: _describe("group_ids"),
     apis.LIST_GROUPS: _list_groups,
     apis.DELETE_GROUPS: _delete_groups,
     apis.FIND_COORDINATOR: _find_coordinator,
