@@ -37,9 +37,9 @@ from coordinator.core.loading import SECURITY_KEYS
 from coordinator.core.record_codec import decode_record
 from coordinator.core.security import SecurityState
 from coordinator.sidecar.state_topic import (
-    MAX_BATCH_BYTES,
     READ_TIMEOUT_S,
     StateUnavailable,
+    append,
     ensure_topic,
 )
 
@@ -162,25 +162,14 @@ class SecurityTopic:
     async def send(self, entries: list[Entry]) -> None:
         """Append with acks=all (the producer is the state topic's). Raises StateUnavailable,
         and then rebuilds this member's security state from the topic (module docstring)."""
-        producer = self._producer
         try:
-            if producer is None:
-                raise RuntimeError("the security topic is not open yet")
-            batch = producer.create_batch()
-            futures = []
-            for key, value in entries:
-                if batch.append(key=key, value=value, timestamp=None) is None:
-                    futures.append(await producer.send_batch(batch, self.name, partition=0))
-                    batch = producer.create_batch()
-                    if batch.append(key=key, value=value, timestamp=None) is None:
-                        raise ValueError(f"a security record is larger than {MAX_BATCH_BYTES}")
-            futures.append(await producer.send_batch(batch, self.name, partition=0))
-            for future in futures:
-                await future
-        except Exception as exc:
+            if self._producer is None:
+                raise StateUnavailable("the security topic is not open yet")
+            await append(self._producer, self.name, 0, entries, [])
+        except StateUnavailable as exc:
             self._reload = True
             log.error("ACL/credential change not written to %s (%s); reloading", self.name, exc)
-            raise StateUnavailable(f"write to {self.name} failed: {exc}") from exc
+            raise
 
     # -- reading ---------------------------------------------------------------------------------
 

@@ -230,31 +230,8 @@ class StateTopic:
         """Append entries with acks=all under `claim`'s headers, as one batch or, over
         MAX_BATCH_BYTES, several in order: [(base offset, record count)] per batch. Raises
         StateUnavailable; the caller checks where each batch landed."""
-        producer = self.producer
-        assert producer is not None
-        hdrs = headers(claim)
-        batches: list[tuple[Any, int]] = []
-        batch = producer.create_batch()
-        count = 0
-        for key, value in entries:
-            if batch.append(key=key, value=value, timestamp=None, headers=hdrs) is None:
-                batches.append((batch, count))
-                batch = producer.create_batch()
-                count = 0
-                if batch.append(key=key, value=value, timestamp=None, headers=hdrs) is None:
-                    raise StateUnavailable("a state record is larger than a batch")
-            count += 1
-        if count:
-            batches.append((batch, count))
-        landed: list[tuple[int, int]] = []
-        try:
-            for one, n in batches:
-                future = await producer.send_batch(one, self.name, partition=partition)
-                meta = await future
-                landed.append((int(meta.offset), n))
-        except Exception as exc:  # aiokafka's KafkaError, a timeout, a closed producer
-            raise StateUnavailable(f"write to {self.name}[{partition}] failed: {exc}") from exc
-        return landed
+        assert self.producer is not None
+        return await append(self.producer, self.name, partition, entries, headers(claim))
 
     async def write_claim(self, partition: int, claim: Claim) -> int:
         """Append a claim; return its offset."""
@@ -378,3 +355,37 @@ async def ensure_topic(
                 raise StateUnavailable(f"cannot create {name}: error {code}")
     finally:
         await admin.close()
+
+
+async def append(
+    producer: AIOKafkaProducer,
+    topic: str,
+    partition: int,
+    entries: list[tuple[bytes, bytes | None]],
+    record_headers: list[tuple[str, bytes]],
+) -> list[tuple[int, int]]:
+    """`entries` appended to topic[partition] in order (acks as the producer says), as one batch
+    or, over MAX_BATCH_BYTES, several: [(base offset, record count)] per batch. Raises
+    StateUnavailable (also for a record larger than a batch)."""
+    batches: list[tuple[Any, int]] = []
+    batch = producer.create_batch()
+    count = 0
+    for key, value in entries:
+        if batch.append(key=key, value=value, timestamp=None, headers=record_headers) is None:
+            batches.append((batch, count))
+            batch = producer.create_batch()
+            count = 0
+            if batch.append(key=key, value=value, timestamp=None, headers=record_headers) is None:
+                raise StateUnavailable(f"a record for {topic} is larger than a batch")
+        count += 1
+    if count:
+        batches.append((batch, count))
+    landed: list[tuple[int, int]] = []
+    try:
+        for one, n in batches:
+            future = await producer.send_batch(one, topic, partition=partition)
+            meta = await future
+            landed.append((int(meta.offset), n))
+    except Exception as exc:  # aiokafka's KafkaError, a timeout, a closed producer
+        raise StateUnavailable(f"write to {topic}[{partition}] failed: {exc}") from exc
+    return landed
