@@ -192,7 +192,8 @@ class _Handler:
         try:
             while True:
                 try:
-                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT_S)
+                    async with asyncio.timeout(IDLE_TIMEOUT_S):  # (3.11's wait_for can drop
+                        head = await reader.readuntil(b"\r\n\r\n")  # a cancellation)
                 except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
                     return
                 keep_alive = await self._one(head, reader, writer)

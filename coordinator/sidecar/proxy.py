@@ -251,8 +251,11 @@ class Sidecar:
     async def _refresh_loop(self) -> None:
         interval_s = self.options.metadata_refresh_ms / 1000
         while True:
+            # asyncio.timeout, not wait_for: 3.11's wait_for can drop the cancellation that
+            # stops this loop when it races the event.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._refresh_now.wait(), interval_s)
+                async with asyncio.timeout(interval_s):
+                    await self._refresh_now.wait()
             self._refresh_now.clear()
             try:
                 await self.refresh()

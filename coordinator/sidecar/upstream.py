@@ -302,7 +302,8 @@ class Broker:
         if loop.time() < self._retry_at:
             raise UpstreamUnavailable(f"{self.label}: {self._last_error} (retrying)")
         try:
-            link = await asyncio.wait_for(self._open(loop), CONNECT_TIMEOUT_S)
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):  # (not wait_for: see below)
+                link = await self._open(loop)
         except (OSError, TimeoutError, UpstreamAuthError) as exc:
             first = self._backoff_s == 0.0
             self._backoff_s = min(max(self._backoff_s * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
@@ -390,7 +391,10 @@ class Broker:
                 link = self._control = await self.connect()
         future = self._send(link, entity)
         try:
-            frame = await asyncio.wait_for(future, CONTROL_TIMEOUT_S)
+            # asyncio.timeout, not wait_for: 3.11's wait_for can drop a cancellation that
+            # races the answer, and a task being stopped would then go on.
+            async with asyncio.timeout(CONTROL_TIMEOUT_S):
+                frame = await future
         except TimeoutError:
             link.close()  # the link is out of step now; a new one is made next time
             raise UpstreamUnavailable(f"{self.label}: no answer in {CONTROL_TIMEOUT_S} s") from None
