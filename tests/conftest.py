@@ -7,9 +7,12 @@ runs the same client tests against the tansu reference broker instead (its optio
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
 import os
 import shutil
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,41 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> M
     import uvloop
 
     return {"uvloop": uvloop.new_event_loop}
+
+
+# Every asyncio test body has a deadline: a wait that lacks one fails its test with the await it
+# hung in, and the run goes on. (pytest-timeout's signal method cannot interrupt uvloop's poll;
+# its thread method, at the larger `timeout` in pyproject.toml, is the backstop for sync code and
+# fixtures: it prints every thread's stack and ends the run.)
+ASYNC_TEST_DEADLINE_S = 300.0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    func = getattr(item, "obj", None)
+    if not (isinstance(item, pytest.Function) and inspect.iscoroutinefunction(func)):
+        return (yield)
+    assert func is not None
+    marker = item.get_closest_marker("deadline")
+    seconds = float(marker.args[0]) if marker else ASYNC_TEST_DEADLINE_S
+
+    @functools.wraps(func)
+    async def bounded(*args: Any, **kwargs: Any) -> Any:
+        deadline = asyncio.timeout(seconds)
+        try:
+            async with deadline:
+                return await func(*args, **kwargs)
+        except TimeoutError as exc:
+            if deadline.expired():
+                pytest.fail(f"the test ran past its {seconds:.0f} s deadline (where it was "
+                            f"waiting is in the traceback above)")
+            raise exc
+
+    item.obj = bounded
+    try:
+        return (yield)
+    finally:
+        item.obj = func
 
 
 @pytest.fixture(scope="session")
@@ -111,7 +149,7 @@ async def members(tmp_path: Path, peers_dir: Path) -> AsyncIterator[Any]:
         m.kill()
     for m in started:
         try:
-            await m.proc.wait()
+            await asyncio.wait_for(m.proc.wait(), 10)  # SIGKILLed: only a zombie's reaping
         finally:
             if m.reader is not None:
                 m.reader.cancel()

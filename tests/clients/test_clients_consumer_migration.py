@@ -104,6 +104,7 @@ class Watch:
         self.last: dict[int, int] = {}
         self.samples = 0
         self.regressions: list[str] = []
+        self.stopped = False  # ends the loops even if a cancellation is lost (3.11's wait_for)
 
     def answered(self, m: Member) -> bool:
         start = self.sent.get(m.name)
@@ -112,7 +113,7 @@ class Watch:
         return any(e["event"] in ("committed", "commit_failed") for e in m.events[start:])
 
     async def commits(self) -> None:
-        while True:
+        while not self.stopped:
             self.round += 1
             for m in list(self.live):
                 if m.running() and m.owned and self.answered(m):
@@ -123,7 +124,7 @@ class Watch:
             await asyncio.sleep(0.3)
 
     async def sampler(self) -> None:
-        while True:
+        while not self.stopped:
             now: dict[int, int] | None = None
             with contextlib.suppress(Exception):  # a fetch that fails is just no sample
                 now = await committed(self.broker, self.group)
@@ -223,6 +224,7 @@ async def test_a_classic_group_rolls_to_the_consumer_protocol_and_back(
             explain=lambda: f"{watch.last}\n" + explain_members(watch.live, broker),
         )
     finally:
+        watch.stopped = True
         for t in tasks:
             t.cancel()
         for t in tasks:

@@ -129,18 +129,21 @@ class Committer:
         self.last_ok = time.monotonic()
         self._task: asyncio.Task[None] | None = None
         self._next = 0
+        self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
         assert self._task is not None
+        self._stopping = True  # also ends the loop if a cancellation is lost on the way
         self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
+        async with asyncio.timeout(15):
+            await asyncio.gather(self._task, return_exceptions=True)
 
     async def _run(self) -> None:
         client: RawClient | None = None
-        while True:
+        while not self._stopping:
             self._next += 1
             for group in self.groups:
                 try:
@@ -161,6 +164,7 @@ class Committer:
                     self.last_ok = time.monotonic()
                 else:
                     self.errors += 1
+                    await asyncio.sleep(0.05)  # a moving partition: retry as clients do
 
 
 async def test_kill_9_of_the_owner_loses_no_acknowledged_commit(stack: Stack) -> None:

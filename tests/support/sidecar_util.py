@@ -460,7 +460,10 @@ class RawClient:
             return size + await self.reader.readexactly(struct.unpack(">i", size)[0])
 
         try:
-            return await asyncio.wait_for(read(), timeout)
+            # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancellation that races
+            # the read's completion, and a cancelled caller then loops on (a hung test).
+            async with asyncio.timeout(timeout):
+                return await read()
         except asyncio.IncompleteReadError as exc:
             raise ConnectionError("closed by the server") from exc
 
