@@ -33,6 +33,8 @@ from typing import Any, TextIO
 
 log = logging.getLogger("groupcoord")
 
+WATCHDOG_THREAD = "groupcoord-shutdown-watchdog"  # named: thread dumps say what it is
+
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _STANDARD_ATTRS = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
@@ -157,6 +159,7 @@ class Signals:
         log.info("received %s: shutting down (deadline %d ms)", sig.name, self.deadline_ms)
         self.stopping.set()
         self._watchdog = threading.Timer(self.deadline_ms / 1000, self._overdue)
+        self._watchdog.name = WATCHDOG_THREAD
         self._watchdog.daemon = True
         self._watchdog.start()
 

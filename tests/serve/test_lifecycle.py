@@ -158,7 +158,9 @@ async def test_second_signal_forces_exit(exits: list[int]) -> None:
 
 
 def watchdogs() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()]
+    # By name: other Timers run in this process (pytest-timeout's, one per test).
+    return [t for t in threading.enumerate()
+            if t.name == lifecycle.WATCHDOG_THREAD and t.is_alive()]
 
 
 async def test_overdue_shutdown_exits_1(exits: list[int]) -> None:
