@@ -92,6 +92,13 @@ class Credentials:
 
     def __init__(self) -> None:
         self._by_user: dict[str, dict[str, ScramCredential]] = {}
+        # PLAIN logins already verified: user -> (the credential checked, SHA-256 of its salt and
+        # the password). The salted derivation costs milliseconds of CPU (>= 4096 PBKDF2 rounds),
+        # paid again by every reconnect of a PLAIN client; a match here costs one hash. Tied to
+        # the credential object, so a changed or deleted credential is derived again; a wrong
+        # password always pays the full derivation. (Kafka's PLAIN compares the JAAS file's clear
+        # passwords; we keep none in clear.)
+        self._plain_ok: dict[str, tuple[ScramCredential, bytes]] = {}
 
     def __len__(self) -> int:
         return len(self._by_user)
@@ -115,6 +122,7 @@ class Credentials:
         del mine[mechanism]
         if not mine:
             del self._by_user[user]
+        self._plain_ok.pop(user, None)
         return True
 
     def add_password(self, user: str, password: str, iterations: int = DEFAULT_ITERATIONS) -> None:
@@ -127,10 +135,17 @@ class Credentials:
         credential = mine.get(SCRAM_SHA_512) or mine.get(SCRAM_SHA_256)
         if credential is None:
             return False
+        digest = hashlib.sha256(credential.salt + password.encode()).digest()
+        known = self._plain_ok.get(user)
+        if known is not None and known[0] is credential and hmac.compare_digest(known[1], digest):
+            return True
         candidate = make_credential(
             credential.mechanism, password, credential.iterations, credential.salt
         )
-        return hmac.compare_digest(candidate.stored_key, credential.stored_key)
+        if not hmac.compare_digest(candidate.stored_key, credential.stored_key):
+            return False
+        self._plain_ok[user] = (credential, digest)
+        return True
 
 
 def parse_users_file(text: str, source: str = "users file") -> list[tuple[str, str]]:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from typing import Any
 
 import pytest
 from scramp import ScramClient
 
+from coordinator.security import sasl
 from coordinator.security.sasl import (
     PLAIN,
     SCRAM_SHA_256,
@@ -114,6 +116,28 @@ def test_credentials_are_salted_and_plain_checks_them() -> None:
     assert credentials.check_plain("carol", "s3cret")  # falls back to SCRAM-SHA-256
     credentials.delete("carol", SCRAM_SHA_256)
     assert not credentials.check_plain("carol", "s3cret") and credentials.users() == []
+
+
+def test_a_verified_plain_login_is_not_derived_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    credentials = credentials_from([("carol", "s3cret")])
+    derived: list[str] = []
+
+    def counting(mechanism: str, password: str, *args: Any) -> sasl.ScramCredential:
+        derived.append(password)
+        return make_credential(mechanism, password, *args)
+
+    monkeypatch.setattr(sasl, "make_credential", counting)
+    assert credentials.check_plain("carol", "s3cret") and derived == ["s3cret"]
+    assert credentials.check_plain("carol", "s3cret") and derived == ["s3cret"]  # remembered
+    # A wrong password always pays the derivation, and is refused.
+    assert not credentials.check_plain("carol", "s3cre") and derived[-1] == "s3cre"
+    # A new credential (AlterUserScramCredentials) forgets what the old one accepted.
+    credentials.put("carol", make_credential(SCRAM_SHA_512, "n3w"))
+    assert not credentials.check_plain("carol", "s3cret")
+    assert credentials.check_plain("carol", "n3w")
+    credentials.delete("carol", SCRAM_SHA_512)
+    credentials.delete("carol", SCRAM_SHA_256)
+    assert not credentials.check_plain("carol", "n3w")
 
 
 def test_users_file() -> None:
