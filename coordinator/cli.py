@@ -37,6 +37,7 @@ from coordinator.serve.server import Server, ServerOptions
 from coordinator.sidecar import fleet, history_topic
 from coordinator.sidecar import proxy as sidecar
 from coordinator.sidecar.fleet_journal import FleetJournal
+from coordinator.sidecar.fleet_tls import FleetTls
 from coordinator.tools import groups as groups_cli
 from coordinator.tools.dump import dump
 from pipeline import cli as audit_cli
@@ -173,24 +174,49 @@ def _metrics_ssl_context(settings: Settings) -> ssl.SSLContext | None:
         raise StartupError(f"ssl_certfile/ssl_keyfile: cannot load the TLS files: {exc}") from None
 
 
-def _reload_on_sighup(settings: Settings, contexts: tuple[ssl.SSLContext | None, ...]) -> None:
+def _fleet_tls(settings: Settings) -> FleetTls | None:
+    """A fleet member's mutual TLS with the others (coordinator.sidecar.fleet_tls), when the
+    client listener is TLS; config's cross checks made sure a CA is given."""
+    if not settings.upstream or settings.state != "upstream":
+        return None
+    if settings.security_protocol not in ("SSL", "SASL_SSL"):
+        return None
+    cafile = settings.fleet_ssl_cafile or settings.ssl_cafile
+    try:
+        return FleetTls(settings.ssl_certfile, settings.ssl_keyfile, cafile)
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        ca = "fleet_ssl_cafile" if settings.fleet_ssl_cafile else "ssl_cafile"
+        raise StartupError(
+            f"ssl_certfile/ssl_keyfile/{ca}: cannot use them for the fleet's mutual TLS: {exc}"
+        ) from None
+
+
+def _reload_on_sighup(
+    settings: Settings,
+    contexts: tuple[ssl.SSLContext | None, ...],
+    fleet_tls: FleetTls | None = None,
+) -> None:
     live = [c for c in contexts if c is not None]
-    if live:
+    if live or fleet_tls is not None:
         asyncio.get_running_loop().add_signal_handler(
-            signal.SIGHUP, reload_certificates, settings, live
+            signal.SIGHUP, reload_certificates, settings, live, fleet_tls
         )
 
 
-def reload_certificates(settings: Settings, contexts: list[ssl.SSLContext]) -> None:
+def reload_certificates(
+    settings: Settings, contexts: list[ssl.SSLContext], fleet_tls: FleetTls | None = None
+) -> None:
     """SIGHUP: load the certificate, key and CAs again into the TLS contexts (the Kafka
-    listener's, the HTTP endpoint's); new handshakes use them, connections already open keep
-    theirs."""
+    listener's, the HTTP endpoint's, the fleet listener's and its peer links'); new handshakes
+    use them, connections already open keep theirs."""
     try:
         for context in contexts:
             context.load_cert_chain(settings.ssl_certfile, settings.ssl_keyfile)
             if settings.ssl_cafile and context.verify_mode == ssl.CERT_REQUIRED:
                 context.load_verify_locations(settings.ssl_cafile)
-    except (OSError, ssl.SSLError) as exc:
+        if fleet_tls is not None:
+            fleet_tls.reload()
+    except (OSError, ssl.SSLError, ValueError) as exc:
         log.error("SIGHUP: cannot reload the TLS files (keeping the old ones): %s", exc)
         return
     log.info("SIGHUP: TLS certificate reloaded from %s", settings.ssl_certfile)
@@ -211,11 +237,12 @@ async def serve(settings: Settings) -> None:
     options, catalog = options_from_settings(settings)
     signals = lifecycle.Signals(settings.shutdown_timeout_ms)
     metrics_context = _metrics_ssl_context(settings)
-    _reload_on_sighup(settings, (options.security.ssl_context, metrics_context))
+    fleet_tls = _fleet_tls(settings)
+    _reload_on_sighup(settings, (options.security.ssl_context, metrics_context), fleet_tls)
     journal, disk = await _journal(settings)
     server = Server(options, catalog, new_member_id, journal=journal)
     side = sidecar.from_settings(server, settings)  # --upstream: sidecar mode
-    team = None if side is None else fleet.from_settings(server, side, settings)
+    team = None if side is None else fleet.from_settings(server, side, settings, fleet_tls)
     recorder = _history_recorder(settings, team)  # None with --no-history
     if recorder is not None:
         recorder.attach(server.event_sinks)

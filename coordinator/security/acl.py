@@ -253,3 +253,21 @@ def _order(acl: AclBinding) -> tuple[int, str, int, str, str, int, int]:
         acl.operation,
         acl.permission,
     )
+
+
+def admits_fleet_member(
+    principal: str | None, own_principal: str, host: str, authorizer: Authorizer | None
+) -> bool:
+    """Whether a connection on a sidecar fleet's listener is another member's, whose forwarded
+    requests are not judged again (coordinator.sidecar.fleet_tls). Kafka's inter-broker rule:
+    the peer's certificate names this member's own principal (every member presents the same
+    certificate), or, with an authorizer, it may CLUSTER_ACTION the cluster (a super user may).
+    Without a verified certificate (`principal` None): never."""
+    if principal is None:
+        return False
+    if principal == own_principal:
+        return True
+    if authorizer is None:
+        return False
+    cluster = Resource(ResourceType.CLUSTER, CLUSTER_NAME)
+    return authorizer.authorize(Caller(principal, host), Operation.CLUSTER_ACTION, cluster)

@@ -264,6 +264,11 @@ SETTINGS: list[Setting] = [
     Setting("fleet_session_timeout_ms", "int", 4_000,
             "sidecar fleet: a member silent this long loses its state partitions to the others",
             at_least(1_000), metavar="MS"),
+    Setting("fleet_ssl_cafile", "str", "",
+            "sidecar fleet with an SSL/SASL_SSL listener: the CAs the members' certificates are "
+            "verified against; the fleet listener is then mutual TLS (each member presents "
+            "--ssl-certfile) and takes only this member's own certificate's principal or one "
+            "allowed CLUSTER_ACTION", metavar="FILE", default_text="--ssl-cafile"),
     Setting("security_protocol", "str", "PLAINTEXT",
             "the Kafka listener's security, as Kafka's listener security protocols",
             choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
@@ -337,6 +342,25 @@ def _tls_files(s: Settings) -> None:
                 raise s.error(name, f"is required with {why}")
 
 
+def _fleet_tls(s: Settings) -> None:
+    """A secured listener in a fleet: members authenticate each other by certificate (mutual TLS
+    on the fleet listener, coordinator.sidecar.fleet_tls), so they need TLS and a CA."""
+    if not s.upstream or s.state != "upstream" or s.security_protocol == "PLAINTEXT":
+        return
+    if s.security_protocol == "SASL_PLAINTEXT":
+        raise s.error(
+            "security_protocol",
+            "SASL_PLAINTEXT cannot secure a sidecar fleet: its members authenticate each other "
+            "by certificate over TLS on the fleet listener; use SASL_SSL (or --state local)",
+        )
+    if not s.fleet_ssl_cafile and not s.ssl_cafile:
+        raise s.error(
+            "fleet_ssl_cafile",
+            f"is required with security_protocol {s.security_protocol} in a sidecar fleet (or "
+            "ssl_cafile): the CAs the members' certificates are verified against",
+        )
+
+
 def _upstream_sasl(s: Settings) -> None:
     if s.upstream_security_protocol.startswith("SASL_") and not s.upstream_sasl_username:
         raise s.error(
@@ -349,6 +373,7 @@ CROSS_CHECKS: list[Callable[[Settings], None]] = [
     _session_bounds,
     _tls_files,
     _upstream_sasl,
+    _fleet_tls,
 ]
 
 

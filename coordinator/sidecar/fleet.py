@@ -26,7 +26,8 @@ Design (README "Sidecar fleet"; issue 21):
 
 - Security: with a secured listener, the ACLs and SCRAM credentials are the whole fleet's, on a
   topic of their own that every member follows (coordinator.sidecar.fleet_security), read to
-  its end before the member joins.
+  its end before the member joins; and the fleet listener is mutual TLS that admits only other
+  members (coordinator.sidecar.fleet_tls), since what they forward is not judged again.
 
 Invariants:
 - A partition is in exactly one `Part.status`: unassigned, loading, serving, remote, fenced.
@@ -60,6 +61,7 @@ from coordinator.serve.listener import Listening, start_listener
 from coordinator.sidecar.fleet_journal import SECURITY, FleetJournal, PartitionWriter
 from coordinator.sidecar.fleet_security import SecurityTopic
 from coordinator.sidecar.fleet_security import topic_name as security_topic_name
+from coordinator.sidecar.fleet_tls import FleetTls, PeerAdmission
 from coordinator.sidecar.placement import LOADING, LOCAL, UNKNOWN, Placement, Where
 from coordinator.sidecar.state_topic import (
     Claim,
@@ -95,6 +97,7 @@ class FleetOptions:
     lease_ms: int = 3_000
     verify_interval_ms: int = 1_000
     security: ClientSecurity = PLAINTEXT  # TLS/SASL of its aiokafka clients
+    tls: FleetTls | None = None  # a secured listener: mutual TLS between members (fleet_tls)
 
 
 @dataclass(slots=True)
@@ -115,8 +118,11 @@ class OwnerMap:
     owners: dict[int, tuple[str, str]] = field(default_factory=dict)  # p -> (member id, addr)
 
 
-def from_settings(server: Server, sidecar: Sidecar, settings: Any) -> Fleet | None:
-    """The fleet for `serve`'s settings, or None (standalone, or --state local)."""
+def from_settings(
+    server: Server, sidecar: Sidecar, settings: Any, tls: FleetTls | None = None
+) -> Fleet | None:
+    """The fleet for `serve`'s settings, or None (standalone, or --state local). `tls`: the
+    fleet listener's mutual TLS, which serve builds when the client listener is TLS."""
     if not settings.upstream or settings.state != "upstream":
         return None
     host, port = parse_host_port(settings.fleet_listen)
@@ -133,6 +139,7 @@ def from_settings(server: Server, sidecar: Sidecar, settings: Any) -> Fleet | No
         session_timeout_ms=settings.fleet_session_timeout_ms,
         lease_ms=max(1_000, settings.fleet_session_timeout_ms * 3 // 4),
         security=sidecar.options.security,
+        tls=tls,
     )
     return Fleet(server, sidecar, options)
 
@@ -162,6 +169,10 @@ class Fleet:
                 options.min_insync_replicas,
                 lambda: client_options(options.bootstrap, options.security),
             )
+        self.admission: PeerAdmission | None = None
+        if options.tls is not None:  # before any peer link is made
+            sidecar.peer_links.security = options.tls.client_security
+            self.admission = PeerAdmission(options.tls, server)
         self.parts = [Part(p) for p in range(options.partitions)]
         self.address = ""  # host:port of our fleet listener, as peers reach it
         self.owner_map = OwnerMap()
@@ -211,9 +222,20 @@ class Fleet:
         from coordinator.sidecar.proxy import SidecarConnection
 
         host, port = self.options.listen
-        self._listener = await start_listener(
-            lambda: SidecarConnection(self.sidecar, None, peer=True), host, port
-        )
+        tls, admit = self.options.tls, self.admission
+        if tls is None:
+            self._listener = await start_listener(
+                lambda: SidecarConnection(self.sidecar, None, peer=True), host, port
+            )
+        else:  # mutual TLS, members only (coordinator.sidecar.fleet_tls)
+            self._listener = await asyncio.get_running_loop().create_server(
+                lambda: SidecarConnection(self.sidecar, None, peer=True, admit=admit),
+                host,
+                port,
+                ssl=tls.server_context,
+                reuse_address=True,
+                backlog=1024,
+            )
         bound = self._listener.sockets[0].getsockname()
         if self.options.advertise is not None:
             adv_host, adv_port = self.options.advertise
@@ -222,7 +244,13 @@ class Fleet:
             if adv_host in ("0.0.0.0", "::", ""):
                 adv_host = socket.gethostbyname(socket.gethostname())
         self.address = f"{adv_host}:{adv_port or bound[1]}"
-        log.info("fleet member %s listening for peers on %s:%d", self.address, host, bound[1])
+        log.info(
+            "fleet member %s listening for peers on %s:%d (%s)",
+            self.address,
+            host,
+            bound[1],
+            "plaintext" if tls is None else f"mutual TLS, as {tls.principal}",
+        )
         self._spawn(self._run())
 
     async def _run(self) -> None:

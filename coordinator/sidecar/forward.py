@@ -42,6 +42,7 @@ from typing import Any, Final, assert_never, cast
 
 from kio.schema.errors import ErrorCode
 
+from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve import adapters
 from coordinator.serve.server import Connection, Server
 from coordinator.sidecar.placement import LOCAL, UNKNOWN, Locator, Placement, Where
@@ -197,13 +198,16 @@ class PeerLinks:
     def __init__(self, spawn: Callable[[Coroutine[Any, Any, None]], object]) -> None:
         self.spawn = spawn
         self.list_groups_timeout_s = LIST_GROUPS_PEER_TIMEOUT_S
+        # Mutual TLS to the members' fleet listeners when the client listener is secured
+        # (coordinator.sidecar.fleet_tls sets it before the first link); plaintext otherwise.
+        self.security: ClientSecurity = PLAINTEXT
         self._members: dict[Address, Broker] = {}
         self._silent: set[Address] = set()
 
     def member(self, address: Address) -> Broker:
         member = self._members.get(address)
         if member is None:
-            member = self._members[address] = _Member(*address)
+            member = self._members[address] = _Member(*address, security=self.security)
         return member
 
     def left_out(self, address: Address, reason: str) -> None:
@@ -275,7 +279,8 @@ class Router:
         gate = server.gate
         if gate is not None and not self._from_peer:
             # Judged here, by the member the client is connected to (its principal is known
-            # only here); a member trusts what other members forward (README "Security").
+            # only here); a member trusts what other members forward, and with a secured
+            # listener only members get through its fleet listener (coordinator.sidecar.fleet_tls).
             judged = LocalReply(self._client, answer)
             allowed = gate(judged, header, request, t0)
             if allowed is None:

@@ -402,12 +402,21 @@ class Sidecar:
 class SidecarConnection(asyncio.Protocol):
     """A client connection on a sidecar listener; `node_id` None is the bootstrap listener.
     `peer`: a connection on the fleet listener, from another member forwarding group requests
-    (coordinator.sidecar.forward), which are then never forwarded again."""
+    (coordinator.sidecar.forward), which are then never forwarded again. `admit`: with a secured
+    listener, whether that connection is a member's (coordinator.sidecar.fleet_tls); one it
+    refuses is closed before anything it sent is read."""
 
-    def __init__(self, sidecar: Sidecar, node_id: int | None, peer: bool = False) -> None:
+    def __init__(
+        self,
+        sidecar: Sidecar,
+        node_id: int | None,
+        peer: bool = False,
+        admit: Callable[[asyncio.BaseTransport], bool] | None = None,
+    ) -> None:
         self._sidecar = sidecar
         self._node_id = node_id
         self.from_peer = peer  # (`self.peer` is the remote address, for logs)
+        self._admit = admit
         self._router: Router | None = None  # made at the first group request in a fleet
         self._stream = FrameStream(
             self._handle,
@@ -442,6 +451,9 @@ class SidecarConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
+        if self._admit is not None and not self._admit(transport):
+            self._close_now()  # not a fleet member: its requests would skip the ACLs
+            return
         peername = transport.get_extra_info("peername")
         if peername:
             self.client_host = "/" + str(peername[0])

@@ -266,7 +266,9 @@ class Broker:
         self.host = host
         self.port = port
         self.node_id = node_id
-        self.security = security  # TLS and SASL of every link (a fleet's peer links: none)
+        # TLS and SASL of every link (a fleet's peer links: mutual TLS with a secured listener,
+        # coordinator.sidecar.fleet_tls; never SASL)
+        self.security = security
         self.stats = stats  # its links count what they forward there (None: nothing counted)
         self.rack: str | None = None
         self.api_versions: dict[int, tuple[int, int]] | None = None

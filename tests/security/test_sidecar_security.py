@@ -8,12 +8,19 @@ ACLs and SCRAM credentials shared through the upstream (coordinator.sidecar.flee
   with confluent-kafka's AdminClient through the sidecar are answered by the sidecar.
 - A fleet of two: an ACL and a user created on one member judge and log in clients on the other,
   a deletion on the second reaches the first, and a member started afterwards has them all.
+- A fleet of two over mutual TLS (coordinator.sidecar.fleet_tls): a group's requests through
+  either member are answered (one of them forwards them to the other), while a plaintext client
+  and a client with another certificate of the same CA on a member's fleet listener are closed
+  without an answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import ssl
 import time
+import urllib.request
 from typing import Any
 
 import pytest
@@ -34,8 +41,18 @@ SASL_AUTHENTICATION_FAILED = 58
 NONE = 0
 
 
-def secured(certs: Certs, users_file: Any) -> list[str]:
-    return su.security_args("SASL_SSL", certs, users_file, authorizer=True)
+def secured(certs: Certs, users_file: Any, fleet: bool = False) -> list[str]:
+    """SASL_SSL with ACLs; a fleet member also gets the CA its peers' certificates (the test
+    server certificate, every member's) are verified against."""
+    extra = ("--fleet-ssl-cafile", str(certs.ca)) if fleet else ()
+    return su.security_args("SASL_SSL", certs, users_file, authorizer=True, extra=extra)
+
+
+def fleet_port(member: sc.Sidecar) -> int:
+    """The port of a member's fleet listener, from its /fleet document."""
+    url = f"http://{sc.HOST}:{member.metrics_port}/fleet"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return int(json.loads(response.read())["address"].rsplit(":", 1)[1])
 
 
 def admin(bootstrap: str, certs: Certs) -> Any:
@@ -156,7 +173,7 @@ async def test_a_fleet_shares_its_acls_and_credentials(stack: Stack, certs: Cert
 
     tansu = stack.tansu()
     await sc.create_topic(tansu.bootstrap, TOPIC, 1)
-    first, second = (stack.sidecar(tansu.bootstrap, *secured(certs, users_file), fleet=True)
+    first, second = (stack.sidecar(tansu.bootstrap, *secured(certs, users_file, True), fleet=True)
                      for _ in range(2))
     for member in (first, second):
         await rc.wait_until(lambda m=member: readyz(m)[0] == 200, 60, "the fleet to be ready")
@@ -199,11 +216,56 @@ async def test_a_fleet_shares_its_acls_and_credentials(stack: Stack, certs: Cert
         20, "the first member to apply the deletion")
 
     # A member started now reads all of it before it is ready.
-    third = stack.sidecar(tansu.bootstrap, *secured(certs, users_file), fleet=True)
+    third = stack.sidecar(tansu.bootstrap, *secured(certs, users_file, True), fleet=True)
     await rc.wait_until(lambda: readyz(third)[0] == 200, 60, "the third member to be ready")
     assert await commit_as(third.port, certs, "dave", "fleet-group", "dave-secret") == NONE
     assert await commit_as(third.port, certs, "alice", "fleet-group") == \
         GROUP_AUTHORIZATION_FAILED
+
+
+async def test_a_secured_fleet_listener_serves_only_members(stack: Stack, certs: Certs,
+                                                            users_file: Any) -> None:
+    tansu = stack.tansu()
+    await sc.create_topic(tansu.bootstrap, TOPIC, 1)
+    first, second = (stack.sidecar(tansu.bootstrap, *secured(certs, users_file, True), fleet=True)
+                     for _ in range(2))
+    for member in (first, second):
+        await rc.wait_until(lambda m=member: readyz(m)[0] == 200, 60, "the fleet to be ready")
+    assert "mutual TLS, as User:CN=localhost" in first.log(), first.log()
+
+    # One group, through both members: one of them owns it, the other forwards over mutual TLS.
+    async def committed_through_both() -> bool:
+        return [await commit_as(m.port, certs, "admin", "members-group") for m in (first, second)
+                ] == [NONE, NONE]  # fmt: skip
+
+    await rc.wait_until(committed_through_both, 30, "a group's commits through both members")
+
+    # A plaintext client on a member's fleet listener never gets to send a request...
+    port = fleet_port(first)
+    plain = await sc.RawClient.connect(port)
+    assert await _closed_unanswered(plain), stack.explain()
+    # ...nor does a certificate of the same CA that is not the members' (no CLUSTER_ACTION).
+    mallory = su.client_context(certs, certs.client("mallory"))
+    assert await _closed_unanswered(await su.connect(port, mallory)), stack.explain()
+    await rc.wait_until(lambda: "User:CN=mallory,O=groupcoord is not a fleet member"
+                        in first.log(), 10, "the refusal to be logged")  # fmt: skip
+    # The members still reach each other.
+    assert await committed_through_both(), stack.explain()
+
+
+async def _closed_unanswered(client: sc.RawClient) -> bool:
+    """A group request a member would forward (an OffsetCommit of no member, as admin tools
+    send): True when the connection is closed without an answer (a timeout is not that)."""
+    try:
+        await client.send(sc.commit_request("members-group", TOPIC, {0: 2}))
+        await client.receive(timeout=10)
+    except TimeoutError:
+        return False
+    except (ConnectionError, ssl.SSLError, OSError):
+        return True
+    finally:
+        client.close()
+    return False
 
 
 async def _is(code: Any, want: int) -> bool:

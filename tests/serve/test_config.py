@@ -202,6 +202,38 @@ def test_cross_check_names_the_source_of_the_offending_value(tmp_path: Path) -> 
         resolve(["--config", path])
 
 
+FLEET = ["--upstream", "127.0.0.1:9092"]  # --state upstream, the default: a fleet member
+TLS_FILES = ["--ssl-certfile", "member.pem", "--ssl-keyfile", "member.key"]
+
+
+def test_a_secured_fleet_needs_tls_between_members_and_a_ca() -> None:
+    # Members authenticate each other by certificate (coordinator.sidecar.fleet_tls).
+    with pytest.raises(ConfigError, match=r"^--security-protocol: SASL_PLAINTEXT cannot secure "
+                                          r"a sidecar fleet: .* use SASL_SSL"):  # fmt: skip
+        resolve([*FLEET, "--security-protocol", "SASL_PLAINTEXT"])
+    for protocol in ("SSL", "SASL_SSL"):
+        with pytest.raises(ConfigError, match=rf"^fleet_ssl_cafile \(default\): is required with "
+                                              rf"security_protocol {protocol} in a sidecar "
+                                              r"fleet"):  # fmt: skip
+            resolve([*FLEET, "--security-protocol", protocol, *TLS_FILES])
+    # Either CA setting will do; a single sidecar (--state local) and PLAINTEXT are unchanged.
+    for ca in (["--fleet-ssl-cafile", "fleet-ca.pem"], ["--ssl-cafile", "ca.pem"]):
+        resolve([*FLEET, "--security-protocol", "SASL_SSL", *TLS_FILES, *ca])
+    resolve([*FLEET, "--security-protocol", "SASL_PLAINTEXT", "--state", "local"])
+    resolve([*FLEET, "--security-protocol", "SSL", *TLS_FILES, "--state", "local"])
+    resolve(["--security-protocol", "SASL_PLAINTEXT"])  # standalone
+    resolve(FLEET)
+
+
+def test_a_sasl_plaintext_fleet_refuses_to_start(capsys: pytest.CaptureFixture[str]) -> None:
+    # (--print-config: were the check missing, the test would not start a server and hang)
+    argv = ["serve", *FLEET, "--security-protocol", "SASL_PLAINTEXT", "--print-config"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("groupcoord: --security-protocol: SASL_PLAINTEXT cannot secure"), err
+
+
 # -- resources named by settings: a real process, one line, exit 2 --------------------------------
 
 
