@@ -28,7 +28,7 @@ import pytest
 from tests.security import secure_util as su
 from tests.support import realclients as rc
 from tests.support import sidecar_util as sc
-from tests.support.sidecar_util import Stack, readyz, stack
+from tests.support.sidecar_util import Sidecar, Stack, Tansu, readyz, stack
 from tests.support.tls import Certs
 
 __all__ = ["stack"]
@@ -163,6 +163,18 @@ async def test_a_sidecar_listener_with_sasl_ssl_and_acls(stack: Stack, certs: Ce
     assert await commit_as(sidecar.port, certs, "alice", "alice-group") == NONE
 
 
+async def secured_fleet(stack: Stack, certs: Certs,
+                        users_file: Any) -> tuple[Tansu, Sidecar, Sidecar]:
+    """tansu with TOPIC, and two secured fleet members in front of it, both ready."""
+    tansu = stack.tansu()
+    await sc.create_topic(tansu.bootstrap, TOPIC, 1)
+    first, second = (stack.sidecar(tansu.bootstrap, *secured(certs, users_file, True), fleet=True)
+                     for _ in range(2))
+    for member in (first, second):
+        await rc.wait_until(lambda m=member: readyz(m)[0] == 200, 60, "the fleet to be ready")
+    return tansu, first, second
+
+
 async def test_a_fleet_shares_its_acls_and_credentials(stack: Stack, certs: Certs,
                                                        users_file: Any) -> None:
     from confluent_kafka.admin import (
@@ -171,12 +183,7 @@ async def test_a_fleet_shares_its_acls_and_credentials(stack: Stack, certs: Cert
         UserScramCredentialUpsertion,
     )
 
-    tansu = stack.tansu()
-    await sc.create_topic(tansu.bootstrap, TOPIC, 1)
-    first, second = (stack.sidecar(tansu.bootstrap, *secured(certs, users_file, True), fleet=True)
-                     for _ in range(2))
-    for member in (first, second):
-        await rc.wait_until(lambda m=member: readyz(m)[0] == 200, 60, "the fleet to be ready")
+    tansu, first, second = await secured_fleet(stack, certs, users_file)
 
     # An ACL and a user made on the first member...
     client = admin(first.bootstrap, certs)
@@ -225,12 +232,7 @@ async def test_a_fleet_shares_its_acls_and_credentials(stack: Stack, certs: Cert
 
 async def test_a_secured_fleet_listener_serves_only_members(stack: Stack, certs: Certs,
                                                             users_file: Any) -> None:
-    tansu = stack.tansu()
-    await sc.create_topic(tansu.bootstrap, TOPIC, 1)
-    first, second = (stack.sidecar(tansu.bootstrap, *secured(certs, users_file, True), fleet=True)
-                     for _ in range(2))
-    for member in (first, second):
-        await rc.wait_until(lambda m=member: readyz(m)[0] == 200, 60, "the fleet to be ready")
+    _, first, second = await secured_fleet(stack, certs, users_file)
     assert "mutual TLS, as User:CN=localhost" in first.log(), first.log()
 
     # One group, through both members: one of them owns it, the other forwards over mutual TLS.
