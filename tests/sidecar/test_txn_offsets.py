@@ -57,10 +57,18 @@ def _ck() -> Any:
     return pytest.importorskip("confluent_kafka")
 
 
+class Retriable(Exception):
+    """The coordinator is loading or moving (what a client retries); a wait goes on polling."""
+
+
+RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
+
+
 async def fetch_offsets(
     port: int, group: str, topic: str, partitions: int, stable: bool
 ) -> dict[int, tuple[int, int]]:
-    """OffsetFetch v7 via `port`: partition -> (offset, error)."""
+    """OffsetFetch v7 via `port`: partition -> (offset, error). Raises Retriable while the
+    coordinator loads (a restarted sidecar replaying its log) or moves."""
     client = await RawClient.connect(port)
     try:
         response = await client.call(
@@ -83,6 +91,8 @@ async def fetch_offsets(
         )
     finally:
         client.close()
+    if response.error_code in RETRIABLE:
+        raise Retriable(repr(response))
     assert response.error_code == 0, response
     return {
         p.partition_index: (p.committed_offset, p.error_code) for p in response.topics[0].partitions
