@@ -317,6 +317,8 @@ class Server:
         # reply_to -> (connection, header, adapters.error_context, perf_counter_ns at arrival or 0)
         self._pending: dict[int, tuple[Connection, RequestHeader, object, int]] = {}
         self._commits: list[tuple[int, AnyCommand]] = []  # the fast path's, for _submit_commits
+        # Requests that read the topic catalog, held while the log loads (`_after_load`).
+        self._held: list[tuple[Route, Connection, RequestHeader, Any, int]] = []
         self._new_member_id = new_member_id
         security = options.security
         # Every request passes the gate when a security feature is on (None: nothing to check).
@@ -416,6 +418,26 @@ class Server:
         self.runtime.apply(self.topic_service.loaded(core, self.runtime.now_ms()))
         self.load_seconds = time.monotonic() - started
         log.info("loaded %d records in %.3f s", count, self.load_seconds)
+        held, self._held = self._held, []
+        for handler, conn, header, request, t0 in held:
+            if not conn.closed:
+                handler(conn, header, request, t0)
+
+    def _after_load(
+        self, handler: Route, conn: Connection, header: RequestHeader, request: Any, t0: int
+    ) -> bool:
+        """True (and `handler` runs once the log is loaded) while it loads. The topic catalog is
+        complete only then: the declared topics come first and the log's changes to them (an
+        admin grew or created a topic) later, so a Metadata answered meanwhile can show fewer
+        partitions than a client saw before a restart, and its leader assigns only those (seen
+        with aiokafka after a kill -9). Kafka's brokers read their metadata log before they
+        listen; this server listens at once, for the group APIs' COORDINATOR_LOAD_IN_PROGRESS,
+        so the catalog's readers wait instead. One request is in flight per connection, so
+        holding one keeps the responses in order."""
+        if not self.core.loading:
+            return False
+        self._held.append((handler, conn, header, request, t0))
+        return True
 
     def _on_write_failure(self, exc: BaseException) -> None:
         if self._recovering is None or self._recovering.done():
@@ -635,6 +657,8 @@ class Server:
         self._answered(conn, header, codec.api_versions_response(header, request), t0)
 
     def _metadata(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
+        if self._after_load(self._metadata, conn, header, request, t0):
+            return
         response = broker.metadata_response(
             header.api_version, request, self.catalog, self.advertised
         )
@@ -648,13 +672,19 @@ class Server:
         self._answered(conn, header, response, t0)
 
     def _list_offsets(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
+        if self._after_load(self._list_offsets, conn, header, request, t0):
+            return
         self._answered(conn, header, self.topic_service.list_offsets(conn, header, request), t0)
 
     def _fetch(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
+        if self._after_load(self._fetch, conn, header, request, t0):
+            return
         self.topic_service.fetch(conn, header, request)  # answered now or after max_wait
         self._done(header, t0)
 
     def _produce(self, conn: Connection, header: RequestHeader, request: Any, t0: int) -> None:
+        if self._after_load(self._produce, conn, header, request, t0):
+            return
         refusal = broker.produce_response(header.api_version, request, self.catalog)
         # acks=0 has no answer; an empty send frees the connection for its next request.
         conn.send(b"" if refusal is None else codec.encode_response(header, refusal))

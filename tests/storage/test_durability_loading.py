@@ -17,6 +17,7 @@ from pathlib import Path
 from coordinator.cli import new_member_id
 from coordinator.core.record_codec import encode_record
 from coordinator.core.records import OffsetCommitKey, OffsetCommitValue, Record
+from coordinator.core.topic_watch import topic_record
 from coordinator.core.topics import TopicCatalog, TopicInfo
 from coordinator.serve.journal import DiskJournal
 from coordinator.serve.server import Server, ServerOptions
@@ -25,6 +26,7 @@ from storage.disk import DiskLog
 from storage.entry import encode_entry
 from tests.support import durability_util as du
 from tests.support.realclients import free_port
+from tests.support.sidecar_util import RawClient, kio
 
 TOPIC = "big"
 PARTITIONS = 100
@@ -32,15 +34,16 @@ GROUPS = 2_000  # x PARTITIONS offsets
 FIND_COORDINATOR = 10
 
 
-def write_log(path: Path) -> None:
+def write_log(path: Path, last: Record | None = None) -> None:
     """Two segments: with more than one, the log starts with a next offset above 0 before its
-    tail is read, which once left replies during the load waiting for a flush that never came."""
+    tail is read, which once left replies during the load waiting for a flush that never came.
+    `last`: one more record after the offsets, the last one the load replays."""
     path.mkdir()
     ts = 1_700_000_000_000
     n = 0
-    for first, last in ((0, GROUPS // 2), (GROUPS // 2, GROUPS)):
+    for first, end in ((0, GROUPS // 2), (GROUPS // 2, GROUPS)):
         with (path / segment_name(n)).open("wb") as out:
-            for g in range(first, last):
+            for g in range(first, end):
                 out.write(b"".join(
                     encode_entry(n + p, ts, *encode_record(Record(
                         OffsetCommitKey(f"g{g}", TOPIC, p),
@@ -48,6 +51,8 @@ def write_log(path: Path) -> None:
                     for p in range(PARTITIONS)
                 ))  # fmt: skip
                 n += PARTITIONS
+            if last is not None and end == GROUPS:
+                out.write(encode_entry(n, ts, *encode_record(last)))
 
 
 def find_coordinator_v1(group: str) -> bytes:
@@ -110,3 +115,41 @@ async def test_find_coordinator_works_and_group_apis_wait_while_loading(tmp_path
         await log.close()
     print(f"{seen_find} FindCoordinator and {seen_loading} OffsetFetch probes answered while "
           f"{GROUPS * PARTITIONS:,} records loaded")  # fmt: skip
+
+
+async def test_metadata_waits_for_the_log_and_shows_what_it_says(tmp_path: Path) -> None:
+    """The topic is declared with 100 partitions and the log, last of all, says an admin grew
+    it to 120 (CreatePartitions before a restart). A Metadata sent while the log loads is held
+    until it is loaded: it never shows the 100 a client's leader would then assign."""
+    data = tmp_path / "data"
+    topic_id = uuid.uuid5(uuid.NAMESPACE_DNS, TOPIC)
+    write_log(data, last=topic_record(TOPIC, TopicInfo(TOPIC, topic_id, 120)))
+    port = free_port()
+    log = await DiskLog.open(data)
+    catalog = TopicCatalog((TopicInfo(TOPIC, topic_id, PARTITIONS),))
+    server = Server(ServerOptions(host="127.0.0.1", port=port), catalog, new_member_id,
+                    journal=DiskJournal(log))  # fmt: skip
+    starting = asyncio.ensure_future(server.start())
+    request = kio(3, 1, "MetadataRequest", topics=(kio(3, 1, "MetadataRequestTopic", name=TOPIC),))
+    client = None
+    try:
+        while client is None and not starting.done():
+            try:
+                client = await RawClient.connect(port)
+            except OSError:
+                await asyncio.sleep(0.001)
+        assert client is not None, "the server finished loading before it accepted a connection"
+        try:
+            sent_while_loading = not starting.done()
+            response = await client.call(request, timeout=60)
+            assert sent_while_loading, "the load ended before the request was sent"
+            assert [len(t.partitions) for t in response.topics] == [120], "answered mid-load"
+            assert not server.core.loading
+            assert [len(t.partitions) for t in (await client.call(request)).topics] == [120]
+        finally:
+            client.close()
+    finally:
+        if not starting.done():
+            await starting
+        await server.stop()
+        await log.close()
