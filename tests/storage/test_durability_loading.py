@@ -10,9 +10,12 @@ batches so the server keeps answering).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 from coordinator.cli import new_member_id
 from coordinator.core.record_codec import encode_record
@@ -29,9 +32,11 @@ from tests.support.realclients import free_port
 from tests.support.sidecar_util import RawClient, kio
 
 TOPIC = "big"
+TOPIC_ID = uuid.uuid5(uuid.NAMESPACE_DNS, TOPIC)
 PARTITIONS = 100
 GROUPS = 2_000  # x PARTITIONS offsets
 FIND_COORDINATOR = 10
+C = TypeVar("C", du.RawConn, RawClient)
 
 
 def write_log(path: Path, last: Record | None = None) -> None:
@@ -73,24 +78,42 @@ def decode_find_coordinator_v1(body: bytes) -> tuple[int, int, str, int]:
     return error, node, host, port
 
 
-async def test_find_coordinator_works_and_group_apis_wait_while_loading(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def loading(
+    tmp_path: Path, connect: Callable[[int], Awaitable[C]], last: Record | None = None
+) -> AsyncIterator[tuple[Server, asyncio.Future[None], C]]:
+    """A Server starting on write_log's log (TOPIC declared with PARTITIONS), and a connection
+    made while it still loads: (server, its start, the connection). Stopped on exit."""
     data = tmp_path / "data"
-    write_log(data)
+    write_log(data, last)
     port = free_port()
     log = await DiskLog.open(data)
-    catalog = TopicCatalog((TopicInfo(TOPIC, uuid.uuid5(uuid.NAMESPACE_DNS, TOPIC), PARTITIONS),))
+    catalog = TopicCatalog((TopicInfo(TOPIC, TOPIC_ID, PARTITIONS),))
     server = Server(ServerOptions(host="127.0.0.1", port=port), catalog, new_member_id,
                     journal=DiskJournal(log))  # fmt: skip
     starting = asyncio.ensure_future(server.start())
-    seen_find = seen_loading = 0
     try:
         conn = None
         while conn is None and not starting.done():
             try:
-                conn = await du.RawConn.open("127.0.0.1", port)
+                conn = await connect(port)
             except OSError:
                 await asyncio.sleep(0.001)
         assert conn is not None, "the server finished loading before it accepted a connection"
+        yield server, starting, conn
+    finally:
+        if not starting.done():
+            await starting
+        await server.stop()
+        await log.close()
+
+
+async def test_find_coordinator_works_and_group_apis_wait_while_loading(tmp_path: Path) -> None:
+    seen_find = seen_loading = 0
+    async with loading(tmp_path, lambda port: du.RawConn.open("127.0.0.1", port)) as (
+        server, starting, conn,
+    ):  # fmt: skip
+        port = server.options.port
         try:
             while not starting.done():
                 body = await conn.request(FIND_COORDINATOR, 1, find_coordinator_v1("g7"))
@@ -108,11 +131,6 @@ async def test_find_coordinator_works_and_group_apis_wait_while_loading(tmp_path
             assert (error, parts) == (0, {3: (7003, 0), 99: (7099, 0)})
         finally:
             conn.close()
-    finally:
-        if not starting.done():
-            await starting
-        await server.stop()
-        await log.close()
     print(f"{seen_find} FindCoordinator and {seen_loading} OffsetFetch probes answered while "
           f"{GROUPS * PARTITIONS:,} records loaded")  # fmt: skip
 
@@ -121,24 +139,9 @@ async def test_metadata_waits_for_the_log_and_shows_what_it_says(tmp_path: Path)
     """The topic is declared with 100 partitions and the log, last of all, says an admin grew
     it to 120 (CreatePartitions before a restart). A Metadata sent while the log loads is held
     until it is loaded: it never shows the 100 a client's leader would then assign."""
-    data = tmp_path / "data"
-    topic_id = uuid.uuid5(uuid.NAMESPACE_DNS, TOPIC)
-    write_log(data, last=topic_record(TOPIC, TopicInfo(TOPIC, topic_id, 120)))
-    port = free_port()
-    log = await DiskLog.open(data)
-    catalog = TopicCatalog((TopicInfo(TOPIC, topic_id, PARTITIONS),))
-    server = Server(ServerOptions(host="127.0.0.1", port=port), catalog, new_member_id,
-                    journal=DiskJournal(log))  # fmt: skip
-    starting = asyncio.ensure_future(server.start())
+    grown = topic_record(TOPIC, TopicInfo(TOPIC, TOPIC_ID, 120))
     request = kio(3, 1, "MetadataRequest", topics=(kio(3, 1, "MetadataRequestTopic", name=TOPIC),))
-    client = None
-    try:
-        while client is None and not starting.done():
-            try:
-                client = await RawClient.connect(port)
-            except OSError:
-                await asyncio.sleep(0.001)
-        assert client is not None, "the server finished loading before it accepted a connection"
+    async with loading(tmp_path, RawClient.connect, last=grown) as (server, starting, client):
         try:
             sent_while_loading = not starting.done()
             response = await client.call(request, timeout=60)
@@ -148,8 +151,3 @@ async def test_metadata_waits_for_the_log_and_shows_what_it_says(tmp_path: Path)
             assert [len(t.partitions) for t in (await client.call(request)).topics] == [120]
         finally:
             client.close()
-    finally:
-        if not starting.done():
-            await starting
-        await server.stop()
-        await log.close()
