@@ -76,6 +76,58 @@ def peers_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def _kafka_session(peers_dir: Path, tmp_path_factory: pytest.TempPathFactory
+                   ) -> Iterator[Any]:
+    from tests.support.kafka import KafkaCluster
+
+    cluster = KafkaCluster(peers_dir, tmp_path_factory.mktemp("kafka1"), size=1)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def _kafka3_session(peers_dir: Path, tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[Any]:
+    from tests.support.kafka import KafkaCluster
+
+    cluster = KafkaCluster(peers_dir, tmp_path_factory.mktemp("kafka3"), size=3)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def kafka(_kafka_session: Any) -> Any:
+    """Apache Kafka 4.4, one KRaft node, shared by the whole run (tests/support/kafka.py): keep
+    apart with unique topic and group names. A node a test killed is restarted first."""
+    _kafka_session.heal()
+    return _kafka_session
+
+
+@pytest.fixture
+def kafka3(_kafka3_session: Any) -> Any:
+    """Apache Kafka 4.4, three KRaft nodes (each broker and controller), shared like `kafka`."""
+    _kafka3_session.heal()
+    return _kafka3_session
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, Any, Any]:
+    """A failing test that used a Kafka cluster carries the tail of every node's log."""
+    report = yield
+    if report.failed:
+        for name in ("_kafka_session", "_kafka3_session"):
+            cluster = getattr(item, "funcargs", {}).get(name)
+            if cluster is not None:
+                report.sections.append((f"Kafka logs ({name.strip('_')})", cluster.explain()))
+    return report
+
+
+@pytest.fixture(scope="session")
 def java_peers(peers_dir: Path) -> Path:
     """The peers dir, once it holds the compiled Java driver; otherwise skip with the reason."""
     if shutil.which("java") is None:

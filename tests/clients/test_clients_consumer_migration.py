@@ -1,5 +1,5 @@
 """The online upgrade and downgrade with real clients (issue 23 item 6, acceptance): a classic
-group of three Java consumers (kafka-clients 3.9.1, group.protocol=classic) is rolled member by
+group of three Java consumers (kafka-clients 4.4, group.protocol=classic) is rolled member by
 member to group.protocol=consumer -- stop one, start it again with the consumer protocol -- and
 then rolled back to classic, while every member keeps committing.
 

