@@ -179,6 +179,27 @@ class Sidecar:
 
 
 @dataclass
+class Upstream:
+    """The cluster a sidecar test runs in front of: a fresh tansu of the test's own, or the run's
+    shared Apache Kafka (tests/support/kafka.py). Tests on a shared Kafka keep apart by unique
+    names: `name(prefix)` for topics and groups; the Stack gives its sidecars unique state and
+    history topics and fleet group."""
+
+    kind: str  # "tansu" | "kafka"
+    bootstrap: str
+    tansu: Tansu | None = None
+    kafka: Any = None  # tests.support.kafka.KafkaCluster
+
+    def name(self, prefix: str) -> str:
+        from tests.support.kafka import unique
+
+        return unique(prefix) if self.kind == "kafka" else prefix
+
+
+UPSTREAM_KINDS = ("tansu", "kafka")
+
+
+@dataclass
 class Stack:
     """What a test started; all of it is stopped at teardown."""
 
@@ -188,6 +209,19 @@ class Stack:
     relays: list[Relay] = field(default_factory=list)
     sidecars: list[Sidecar] = field(default_factory=list)
     members: list[rc.Member] = field(default_factory=list)
+    # One per Stack, so a fleet's members agree and two tests on a shared Kafka never do.
+    suffix: str = field(default_factory=lambda: os.urandom(5).hex())
+
+    def fleet_names(self, upstream: str) -> list[str]:
+        """The state/history topics and fleet group of this Stack's sidecars in front of a shared
+        cluster (one that is not this Stack's own tansu or relay): unique, so that two tests never
+        meet on it. Before `extra`, so a test's own --state-topic wins."""
+        own = {t.bootstrap for t in self.tansus} | {f"{HOST}:{r.port}" for r in self.relays}
+        if upstream.split(",", maxsplit=1)[0] in own:
+            return []
+        return ["--state-topic", f"__groupcoord_state_{self.suffix}",
+                "--history-topic", f"__groupcoord_history_{self.suffix}",
+                "--fleet-group", f"groupcoord-fleet-{self.suffix}"]
 
     def tansu(self, advertised: int | None = None, port: int | None = None) -> Tansu:
         port = port or rc.free_port()
@@ -218,7 +252,7 @@ class Stack:
                "--metrics-listen", f"{HOST}:{metrics_port}", "--metrics-per-group",
                "--upstream-refresh-ms", str(refresh_ms), "--lag-interval-ms", "300",
                "--initial-rebalance-delay-ms", "0", "--session-timeout-min-ms", "1000",
-               *state, *extra]
+               *self.fleet_names(upstream), *state, *extra]
         with log_path.open("wb") as log:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
@@ -278,6 +312,17 @@ async def stack(tmp_path: Path, peers_dir: Path) -> AsyncIterator[Stack]:
         yield s
     finally:
         await s.close()
+
+
+@pytest.fixture(params=UPSTREAM_KINDS)
+def upstream(request: pytest.FixtureRequest, stack: Stack) -> Upstream:
+    """Parametrizes a test over both upstreams: tansu (a fresh one) and Apache Kafka 4.4 (the
+    run's shared single node). Where they disagree, Kafka is right."""
+    if request.param == "kafka":
+        cluster = request.getfixturevalue("kafka")
+        return Upstream("kafka", cluster.bootstrap, kafka=cluster)
+    t = stack.tansu()
+    return Upstream("tansu", t.bootstrap, tansu=t)
 
 
 # ------------------------------------------------------------------------ what consumers said
