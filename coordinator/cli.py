@@ -25,6 +25,7 @@ import ssl
 import sys
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 
 from coordinator.core.topics import TopicCatalog, TopicInfo, parse_topic_spec
 from coordinator.security.sasl import CredentialsError, parse_users_file
@@ -350,6 +351,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return _main_serve(args)
     if args.command == "log":
+        if not Path(args.data_dir).is_dir():
+            # An error, not an empty dump: a script must not take a typo for an empty log.
+            print(f"groupcoord log dump: no such directory: {args.data_dir}", file=sys.stderr)
+            return 1
         for line in dump(args.data_dir):
             print(line)
         return 0

@@ -153,6 +153,10 @@ def parse_topic_spec(spec: str) -> tuple[str, int]:
     name, sep, count = spec.rpartition(":")
     if not sep or not name:
         raise ValueError(f"topic {spec!r}: expected NAME:PARTITIONS")
+    # The same names CreateTopics accepts (Kafka's Topic.validate): a declared topic that a client
+    # could never have created would be served and stored under a name Kafka refuses.
+    if (error := topic_name_error(name)) is not None:
+        raise ValueError(f"topic {spec!r}: {error}")
     try:
         partitions = int(count)
     except ValueError:

@@ -151,6 +151,16 @@ def _not_empty(value: str) -> None:
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
+def _routable_host(value: str) -> None:
+    # Kafka refuses the same in advertised.listeners ("the nonroutable meta-address"): a client
+    # told to connect to 0.0.0.0 reaches only its own host.
+    if value.strip("[]") in ("0.0.0.0", "::", ""):
+        raise ValueError(
+            f"{value!r} is no address a client can connect to; give the host name "
+            "or address clients reach this server at"
+        )
+
+
 def _log_level(value: str) -> None:
     if value.upper() not in _LOG_LEVELS:
         raise ValueError(f"must be one of {', '.join(_LOG_LEVELS)}, got {value!r}")
@@ -163,7 +173,8 @@ SETTINGS: list[Setting] = [
     Setting("listen", "str", "127.0.0.1:9092", "HOST:PORT to accept Kafka clients on", host_port,
             metavar="HOST:PORT"),
     Setting("advertised_host", "str", None, "host put in Metadata/FindCoordinator answers",
-            metavar="HOST", default_text="the listen host"),
+            _routable_host, metavar="HOST",
+            default_text="the listen host; this machine's host name for a wildcard listen"),
     Setting("data_dir", "str", "./data", "directory of the group log", _not_empty, metavar="DIR"),
     Setting("fsync", "str", "always",
             "'always' (a reply waits for the fsync of its records; concurrent writes share one) "
@@ -251,9 +262,10 @@ SETTINGS: list[Setting] = [
     Setting("state_topic_min_insync_replicas", "int", 0,
             "sidecar fleet: the state topic's min.insync.replicas at creation (0 = the "
             "cluster's default); writes use acks=all", at_least(0), metavar="N"),
-    Setting("fleet_listen", "str", "0.0.0.0:9094",
+    Setting("fleet_listen", "str", "",
             "sidecar fleet: HOST:PORT where the other members forward requests for the "
-            "groups this member owns", host_port, metavar="HOST:PORT"),
+            "groups this member owns", host_port_or_off, metavar="HOST:PORT",
+            default_text="port 9094 on the --fleet-advertise host, else on the --listen host"),
     Setting("fleet_advertise", "str", "",
             "sidecar fleet: HOST:PORT the other members reach --fleet-listen at (default: "
             "this host's address and the listen port; in Kubernetes the pod IP)",
@@ -345,7 +357,18 @@ def _tls_files(s: Settings) -> None:
 def _fleet_tls(s: Settings) -> None:
     """A secured listener in a fleet: members authenticate each other by certificate (mutual TLS
     on the fleet listener, coordinator.sidecar.fleet_tls), so they need TLS and a CA."""
-    if not s.upstream or s.state != "upstream" or s.security_protocol == "PLAINTEXT":
+    if not s.upstream or s.state != "upstream":
+        return
+    if s.security_protocol == "PLAINTEXT" and s.authorizer == "acl":
+        # The fleet listener of a PLAINTEXT listener trusts whoever reaches it, and a request it
+        # forwards was judged by the member that took it: anyone reaching it would skip the ACLs.
+        raise s.error(
+            "authorizer",
+            "acl in a sidecar fleet needs a mutual-TLS fleet listener, which comes with "
+            "security_protocol SSL or SASL_SSL: a plaintext fleet listener would let whoever "
+            "reaches it skip the ACLs (or use --state local)",
+        )
+    if s.security_protocol == "PLAINTEXT":
         return
     if s.security_protocol == "SASL_PLAINTEXT":
         raise s.error(

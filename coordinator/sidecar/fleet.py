@@ -118,6 +118,23 @@ class OwnerMap:
     owners: dict[int, tuple[str, str]] = field(default_factory=dict)  # p -> (member id, addr)
 
 
+FLEET_PORT = 9094
+
+
+def fleet_listen_address(
+    fleet_listen: str, advertise: tuple[str, int] | None, listen: str
+) -> tuple[str, int]:
+    """Where the fleet listener binds: --fleet-listen when given; otherwise port 9094 on the
+    address the other members are told (--fleet-advertise), else on the client listener's host.
+    Never every interface unless asked: a listener that forwards to the groups must not be
+    reachable from more places than the operator chose."""
+    if fleet_listen:
+        return parse_host_port(fleet_listen)
+    if advertise is not None:
+        return advertise[0], FLEET_PORT
+    return parse_host_port(listen)[0], FLEET_PORT
+
+
 def from_settings(
     server: Server, sidecar: Sidecar, settings: Any, tls: FleetTls | None = None
 ) -> Fleet | None:
@@ -125,8 +142,8 @@ def from_settings(
     fleet listener's mutual TLS, which serve builds when the client listener is TLS."""
     if not settings.upstream or settings.state != "upstream":
         return None
-    host, port = parse_host_port(settings.fleet_listen)
     advertise = parse_host_port(settings.fleet_advertise) if settings.fleet_advertise else None
+    host, port = fleet_listen_address(settings.fleet_listen, advertise, settings.listen)
     options = FleetOptions(
         bootstrap=settings.upstream,
         state_topic=settings.state_topic,

@@ -39,7 +39,6 @@ def test_topic_name_errors_are_kafkas_messages() -> None:
 
 def test_parse_topic_spec() -> None:
     assert parse_topic_spec("orders:4") == ("orders", 4)
-    assert parse_topic_spec("a:b:1") == ("a:b", 1)  # the count follows the last colon
     assert parse_topic_spec("big:1000000") == ("big", 1_000_000)
     for spec, message in [
         ("orders", "topic 'orders': expected NAME:PARTITIONS"),
@@ -47,6 +46,11 @@ def test_parse_topic_spec() -> None:
         ("orders:x", "topic 'orders:x': partitions must be an integer"),
         ("orders:0", "topic 'orders:0': partitions must be between 1 and 1000000"),
         ("orders:1000001", "topic 'orders:1000001': partitions must be between 1 and 1000000"),
+        # The count follows the last colon, and the name is held to CreateTopics' rule.
+        ("a:b:1", "topic 'a:b:1': Topic name \"a:b\" is illegal, it contains a character other "
+                  "than ASCII alphanumerics, '.', '_' and '-'"),
+        ("bad topic!:3", "topic 'bad topic!:3': Topic name \"bad topic!\" is illegal, it contains "
+                         "a character other than ASCII alphanumerics, '.', '_' and '-'"),
     ]:
         with pytest.raises(ValueError) as caught:
             parse_topic_spec(spec)
