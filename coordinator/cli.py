@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import difflib
 import gc
-import importlib.metadata
 import logging
 import signal
 import ssl
@@ -26,12 +26,14 @@ import sys
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from coordinator.core.topics import TopicCatalog, TopicInfo, parse_topic_spec
 from coordinator.security.sasl import CredentialsError, parse_users_file
 from coordinator.serve import addresses, config, history, http, lifecycle
 from coordinator.serve.config import ConfigError, Settings
 from coordinator.serve.journal import DiskJournal
+from coordinator.serve.lifecycle import installed_version
 from coordinator.serve.runtime import Journal
 from coordinator.serve.secure import SecurityOptions, make_ssl_context
 from coordinator.serve.server import Server, ServerOptions
@@ -64,16 +66,43 @@ def new_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-def installed_version() -> str:
-    """The installed distribution's version (pyproject.toml's, through the package metadata)."""
-    try:
-        return importlib.metadata.version("groupcoord")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree never installed
-        return "unknown (not installed)"
+class _Parser(argparse.ArgumentParser):
+    """argparse, plus "did you mean" for a mistyped flag (Python 3.11's argparse has none; the
+    TOML file's unknown keys already get one). Sub-commands' parsers are of this class too."""
+
+    argv: Sequence[str] = ()  # set by main(): the words, to find the sub-command they named
+
+    def error(self, message: str) -> NoReturn:
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):
+            known = _option_strings(self, list(self.argv))
+            hints = []
+            for word in message[len(prefix) :].split():
+                flag = word.split("=", 1)[0]
+                if flag.startswith("--"):
+                    close = difflib.get_close_matches(flag, known, n=1, cutoff=0.7)
+                    if close:
+                        hints.append(f"{flag}: did you mean {close[0]}?")
+            if hints:
+                message += " (" + "; ".join(hints) + ")"
+        super().error(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="groupcoord", description=__doc__.splitlines()[0])
+def _option_strings(parser: argparse.ArgumentParser, words: list[str]) -> list[str]:
+    """The long flags of `parser` and of the sub-commands `words` name (`groups describe`)."""
+    found: list[str] = []
+    for action in parser._actions:  # argparse has no public way to list them
+        found += [o for o in action.option_strings if o.startswith("--")]
+        if isinstance(action, argparse._SubParsersAction):
+            named = next((w for w in words if w in action.choices), None)
+            if named is not None:
+                rest = words[words.index(named) + 1 :]
+                found += _option_strings(action.choices[named], rest)
+    return sorted(set(found))
+
+
+def build_parser() -> _Parser:
+    parser = _Parser(prog="groupcoord", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"groupcoord {installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve_cmd = sub.add_parser(
@@ -258,8 +287,8 @@ async def serve(settings: Settings) -> None:
                 try:
                     await team.start()
                 except OSError as exc:
-                    origin = settings.origin("fleet_listen")
-                    raise StartupError(f"{origin}: cannot listen: {exc}") from None
+                    where = "{}:{}".format(*team.options.listen)
+                    raise _cannot_listen(settings, "fleet_listen", exc, where) from None
         await signals.stopping.wait()
         if team is not None:
             await team.stop()  # leave the fleet first: the others take our partitions at once
@@ -305,8 +334,7 @@ async def _start_http(
             ssl_context=context,
         )
     except OSError as exc:
-        origin = settings.origin("metrics_listen")
-        raise StartupError(f"{origin}: cannot listen: {exc}") from None
+        raise _cannot_listen(settings, "metrics_listen", exc) from None
     if obs.metrics is not None:
         obs.metrics.history = recorder  # its drop and write counters (None: history off)
     return obs
@@ -343,11 +371,22 @@ async def _start(server: Server, settings: Settings, signals: lifecycle.Signals)
                 settings.origin("data_dir"), settings.data_dir, exc
             )
             raise StartupError(problem) from None
-        raise StartupError(f"{settings.origin('listen')}: cannot listen: {exc}") from None
+        raise _cannot_listen(settings, "listen", exc) from None
+
+
+def _cannot_listen(
+    settings: Settings, name: str, exc: OSError, where: str | None = None
+) -> StartupError:
+    """'--listen: cannot listen on 127.0.0.1:9092: [Errno 98] Address already in use': uvloop's
+    message names no address, and the setting may have come from a file or the environment."""
+    address = where if where is not None else settings[name]
+    return StartupError(f"{settings.origin(name)}: cannot listen on {address}: {exc}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    parser.argv = tuple(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
     if args.command == "serve":
         return _main_serve(args)
     if args.command == "log":

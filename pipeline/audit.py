@@ -57,6 +57,30 @@ from pipeline.topic import TopicRange, ranges_to_json
 TABLES = ("events", "rebalances", "member_sessions", "group_daily")
 
 
+# The driver JVM's logging from its first line: Spark's default profile prints four lines (the
+# profile's name, "Setting default log level" twice, a native-hadoop WARN) before setLogLevel
+# ("ERROR", below) can run. Spark says the level only when it changes a root level other than
+# WARN, so the root starts at WARN and the native-hadoop notice is silenced. (The JVM's own
+# "Using incubator modules" line comes from the java launcher, before any logging.)
+_LOG4J2 = """rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+logger.hadoop.name = org.apache.hadoop.util.NativeCodeLoader
+logger.hadoop.level = error
+"""
+
+
+def _quiet_log4j2() -> str:
+    path = Path(tempfile.gettempdir()) / "groupcoord-audit-log4j2.properties"
+    if not path.is_file() or path.read_text() != _LOG4J2:
+        path.write_text(_LOG4J2)
+    return f"-Dlog4j2.configurationFile=file:{path}"
+
+
 def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None) -> SparkSession:
     """A session set up for this machine: the worker Python is this interpreter (it has
     groupcoord and pyarrow), a local master binds to loopback, UTC everywhere, no UI."""
@@ -79,6 +103,7 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None) 
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.shuffle.partitions", "16")
+        .config("spark.driver.extraJavaOptions", _quiet_log4j2())
     )
     if local:
         builder = builder.config("spark.driver.host", "127.0.0.1")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import importlib.metadata
 import json
 import logging
 import os
@@ -30,6 +31,15 @@ import time
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, TextIO
+
+
+def installed_version(dist: str = "groupcoord") -> str:
+    """An installed distribution's version (groupcoord's is pyproject.toml's)."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree never installed
+        return "unknown (not installed)"
+
 
 log = logging.getLogger("groupcoord")
 

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sized
+from platform import python_version
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client import CollectorRegistry, Counter, Histogram, Info, disable_created_metrics
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -72,6 +73,7 @@ from coordinator.core.messages import (
     OffsetFetchResult,
     TopicErrors,
 )
+from coordinator.serve.lifecycle import installed_version
 from protocol import apis
 
 if TYPE_CHECKING:
@@ -279,6 +281,9 @@ class Metrics:
         self.stats = RequestStats()
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        # What runs, as Kafka's app-info MBean: groupcoord_build_info{version="0.1.0",...} 1
+        build = {"version": installed_version(), "kio": installed_version("kio")}
+        Info("groupcoord_build", "What runs", registry=r).info(build | {"python": python_version()})
         self.rebalances = Counter(
             "groupcoord_rebalances",
             "Rebalances started (the group entered PreparingRebalance), by cause",

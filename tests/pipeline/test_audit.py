@@ -34,6 +34,7 @@ from tests.support.realclients import (
 pyspark = pytest.importorskip("pyspark")
 
 from pipeline import audit  # noqa: E402  (needs pyspark)
+from tests.support.spark_cluster import shutdown_spark_gateway  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -41,18 +42,7 @@ def spark() -> Iterator[Any]:
     session = audit.spark_session("local[2]", {"spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()
-    # stop() keeps the JVM for a next session; end it, so the rest of the suite has the memory.
-    from pyspark import SparkContext
-
-    gateway = SparkContext._gateway
-    if gateway is not None:
-        gateway.shutdown()
-        proc = getattr(gateway, "proc", None)
-        if proc is not None:
-            proc.kill()
-            proc.wait(30)
-        SparkContext._gateway = None
-        SparkContext._jvm = None
+    shutdown_spark_gateway()
 
 
 def tables(spark: Any, paths: list[str], **filters: Any) -> dict[str, list[dict[str, Any]]]:

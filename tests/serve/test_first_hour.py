@@ -128,3 +128,39 @@ def test_the_fleet_listener_binds_where_it_is_advertised_not_everywhere() -> Non
     assert fleet_listen_address("", None, "127.0.0.1:9092") == ("127.0.0.1", FLEET_PORT)
     assert fleet_listen_address("", ("10.1.2.3", 9094), "127.0.0.1:9092") == ("10.1.2.3", 9094)
     assert fleet_listen_address("0.0.0.0:9500", None, "127.0.0.1:9092") == ("0.0.0.0", 9500)
+
+
+def test_a_mistyped_flag_gets_a_suggestion_from_its_own_command() -> None:
+    out = ops_util.groupcoord_cli("serve", "--lisen", "127.0.0.1:0")
+    assert out.returncode == 2
+    assert "(--lisen: did you mean --listen?)" in out.stderr, out.stderr
+    # groups' --bootstrap-server is not offered to serve, where it means nothing.
+    out = ops_util.groupcoord_cli("serve", "--bootstrap-servr", "x")
+    assert out.returncode == 2 and "did you mean" not in out.stderr, out.stderr
+
+
+def test_a_busy_port_is_named(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = ops_util.groupcoord_cli(
+            "serve", "--listen", f"127.0.0.1:{port}", "--metrics-listen", "",
+            "--data-dir", str(tmp_path / "d"),
+        )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith(
+        f"groupcoord: --listen: cannot listen on 127.0.0.1:{port}: "
+    ), out.stderr
+
+
+def test_the_build_is_a_metric(tmp_path: Path) -> None:
+    from coordinator.serve.lifecycle import installed_version
+
+    broker = ops_util.start(tmp_path, tmp_path / "d", {"orders": 1}, metrics=True)
+    try:
+        text = broker.metrics_text()
+    finally:
+        broker.kill()
+    line = next(ln for ln in text.splitlines() if ln.startswith("groupcoord_build_info{"))
+    assert f'version="{installed_version()}"' in line and line.endswith(" 1.0"), line
