@@ -159,11 +159,20 @@ def make_run_command(port: int, metrics_port: int, data_dir: Path) -> list[str]:
     return [sys.executable, "-m", "coordinator.cli", *shlex.split(serve)[1:]]
 
 
-def readme_python() -> str:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
-    assert blocks, "the README has no Python block"
-    assert QUICK_START_BOOTSTRAP in blocks[0]
+def first_python_block(page: Path) -> str:
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.DOTALL)
+    assert blocks, f"{page.name} has no Python block"
     return str(blocks[0])
+
+
+def readme_python() -> str:
+    snippet = first_python_block(README)
+    assert QUICK_START_BOOTSTRAP in snippet
+    return snippet
+
+
+def test_the_site_home_page_shows_the_same_quick_start() -> None:
+    assert first_python_block(DOCS / "index.md") == readme_python()
 
 
 @pytest.mark.clients
