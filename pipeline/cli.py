@@ -121,6 +121,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
+# A sidecar fleet writes its history to a topic on the upstream cluster, not to DATA_DIR: an
+# audit of a fleet pod's data directory finds nothing, and the way to its history is this flag.
+FLEET_HINT = (
+    "a sidecar fleet keeps its history on the upstream cluster's --history-topic: "
+    "read it with --bootstrap-server HOST:PORT"
+)
+
+
 def _filters_match_nothing(
     args: argparse.Namespace, segments: list[Any], since_ms: int | None, until_ms: int | None
 ) -> str | None:
@@ -244,7 +252,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if data_dirs and not segments:
         print(
-            f"groupcoord audit: no history segments under {', '.join(data_dirs)}", file=sys.stderr
+            f"groupcoord audit: no history segments under {', '.join(data_dirs)}"
+            + ("" if args.bootstrap_server else f"; {FLEET_HINT}"),
+            file=sys.stderr,
         )
     security = _security(args)
     if isinstance(security, int):
@@ -260,14 +270,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         unmatched = None
     if unmatched is not None:
-        print(f"groupcoord audit: {unmatched}", file=sys.stderr)
+        hint = f" ({FLEET_HINT})" if topic_input is None else ""
+        print(f"groupcoord audit: {unmatched}{hint}", file=sys.stderr)
         return 1
     try:
         from pipeline.audit import NoEvents, run_audit, spark_session
     except ImportError as exc:
         print(
             f"groupcoord audit: PySpark is not installed ({exc}); "
-            "install the extra: pip install 'groupcoord[pipeline]'",
+            "install the pipeline extra (about 660 MB; the audit also needs Java 17+): "
+            "from a clone of groupcoord, .venv/bin/pip install -e '.[pipeline]'",
             file=sys.stderr,
         )
         return 2

@@ -4,8 +4,8 @@ Reads what mutmut 3 left in mutants/ (one `<module>.py.meta` JSON file per mutat
 each mutant's test exit code) and names each exit code with mutmut's own table, so it agrees with
 `mutmut results`. A mutant counts as killed when the tests failed on it, hung past mutmut's
 timeout, crashed the interpreter, or did not type-check. Everything else is a survivor, and
-every survivor needs a test that fails on it or a reason it is equivalent (README
-"Development"). A reason is either a `# pragma: no mutate` comment on the line (mutmut then
+every survivor needs a test that fails on it or a reason it is equivalent (docs/development.md,
+"Mutation testing"). A reason is either a `# pragma: no mutate` comment on the line (mutmut then
 makes no mutant there, so it never shows here), or, when other mutants on the same line are
 killed and must stay, an entry in tests/mutation_survivors.toml:
 

@@ -1,6 +1,6 @@
 """A sidecar fleet: every groupcoord in front of one upstream cluster acts as ONE coordinator.
 
-Design (README "Sidecar fleet"; issue 21):
+Design (docs/sidecar.md, "Sidecar fleet"; issue 21):
 - State: the records of the local log go to a compacted topic on the upstream
   (coordinator.sidecar.state_topic), a group on partition hash(group.id) % N, through
   `FleetJournal` (persist-then-reply, acks=all, batched per partition).

@@ -2,7 +2,7 @@
 
 A group's records live on the state partition its owner writes (coordinator.sidecar.state_topic),
 but ACLs and credentials are the whole fleet's: every member authenticates and judges the clients
-connected to it (README "Security"). So they have a topic of their own beside the state topic,
+connected to it (docs/security.md). So they have a topic of their own beside the state topic,
 `<state topic>_security` (one partition, cleanup.policy=compact, created like the state topic):
 - Writing: CreateAcls, DeleteAcls and AlterUserScramCredentials on any member go through the
   runtime's journal as in standalone mode; `FleetJournal` hands their records to this member's

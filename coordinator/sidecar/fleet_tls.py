@@ -17,7 +17,7 @@ inter-broker requests:
   cluster (super users may): `coordinator.security.acl.admits_fleet_member`, the pure decision.
   Anything else is closed before a byte of it is read, logged once a minute per principal.
 - SASL_PLAINTEXT in a fleet is refused at start-up (coordinator.serve.config): no certificates.
-  A PLAINTEXT listener keeps a plaintext fleet listener (README "Security").
+  A PLAINTEXT listener keeps a plaintext fleet listener (docs/security.md, "The fleet listener").
 
 SIGHUP reloads the certificate, key and CAs into both contexts (coordinator.cli), and this
 member's own principal with them.

@@ -23,7 +23,7 @@ Invariants:
 - In a fleet (`Sidecar.locator` set), group requests go through coordinator.sidecar.forward:
   answered here, forwarded to the member that owns the group, or refused with a retriable error.
   Without a locator they are answered here, by the same path as before fleets existed.
-- A secured listener (`--security-protocol`, `--authorizer`; README "Security") is the
+- A secured listener (`--security-protocol`, `--authorizer`; docs/security.md) is the
   server's gate (coordinator.serve.secure) on every client connection: nothing is forwarded
   before SASL authentication, SASL and the ACL/credential APIs are answered here
   (`Sidecar.answered_here`), and what groupcoord answers is judged by the ACLs, in a fleet by
@@ -173,7 +173,7 @@ class Sidecar:
         self.locator: Locator | None = None
         self.peer_links = PeerLinks(self.spawn)
         self.txn = TxnOffsets(self)  # TxnOffsetCommit and the transactions it follows (issue 29)
-        # A secured listener (README "Security"): the gate authenticates and judges clients here,
+        # A secured listener (docs/security.md): the gate authenticates and judges clients here,
         # and SASL and the ACL/credential admin APIs are answered here instead of upstream.
         gate = server.gate
         self.answered_here: frozenset[int] = frozenset()

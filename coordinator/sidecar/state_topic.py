@@ -1,6 +1,6 @@
 """A fleet's state on the upstream cluster: a compacted topic, one writer per owned partition.
 
-Layout (issue 21; docs in README "Sidecar fleet"):
+Layout (issue 21; docs in docs/sidecar.md):
 - The topic (default `__groupcoord_state`, 50 partitions, cleanup.policy=compact) is created if
   missing. A group lives on partition `partition_for(group_id, n)`: Kafka's
   `Utils.abs(groupId.hashCode()) % n`, as for __consumer_offsets.

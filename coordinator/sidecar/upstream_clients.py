@@ -8,8 +8,8 @@ and the upstream's security (TLS, SASL: issue 22).
   `authenticate` (SaslHandshake v1, then SaslAuthenticate v1 steps: PLAIN, or SCRAM through
   scramp's client) before any request of theirs is sent.
 
-The model for forwarded client traffic (README "Sidecar mode"): clients talk to their own
-sidecar over the pod's loopback (PLAINTEXT, or secured: README "Security"); the sidecar reaches
+The model for forwarded client traffic (docs/security.md): clients talk to their own
+sidecar over the pod's loopback (PLAINTEXT, or secured: docs/security.md); the sidecar reaches
 the cluster as one upstream
 identity (--upstream-sasl-username), so that identity needs the ACLs of every application the
 sidecar fronts (READ/WRITE on their topics, the fleet's state topic and group).

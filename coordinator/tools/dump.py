@@ -2,7 +2,7 @@
 
 Read-only: unlike opening the log it truncates nothing and resolves no compaction leftovers; it
 shows them. Damaged regions and a torn tail are printed where they occur, so this is how a user
-sees what start-up skipped (reference: README, "What a damaged log loses").
+sees what start-up skipped (reference: docs/concepts.md, "Durability": damaged files).
 """
 
 from __future__ import annotations

@@ -233,7 +233,7 @@ class _MemberRows(html.parser.HTMLParser):
 
 async def test_status_page_in_chromium_and_groups_json_match_describe_groups(server, members):
     if browser.chromium() is None:
-        pytest.skip("chromium is not installed (tests/support/peers.py installs Debian's as root)")
+        pytest.skip(browser.MISSING)
     broker, mport = start_with_metrics(server)
     group = "shown <on> page & json"  # escaped on the page, verbatim in JSON
     ms = [await members(kind, f"{kind}-viewer", bootstrap=broker.bootstrap, group=group,

@@ -158,7 +158,7 @@ def rebalance_view(group: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 async def test_who_and_why_on_the_status_page_and_after_a_restart(server, members, tmp_path):
     if browser.chromium() is None:
-        pytest.skip("chromium is not installed (tests/support/peers.py installs Debian's as root)")
+        pytest.skip(browser.MISSING)
     mport = free_port()
     broker: Broker = server(topics={"orders": PARTITIONS}, metrics_listen=f"127.0.0.1:{mport}")
     await asyncio.to_thread(commit_simple, broker.bootstrap, GROUP, COMMITTED)

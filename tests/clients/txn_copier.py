@@ -10,8 +10,8 @@ Both clients set metadata.recovery.strategy=none: a sidecar restart is, to the a
 whole cluster gone (the sidecar is its only broker), on which librdkafka 2.x re-bootstraps by
 default, and after that re-bootstrap the copier's consumer made no progress in about one run of
 three (it kept asking the restarted sidecar for its committed offsets, answered every time,
-without fetching); with re-bootstrap off the same test passed 8 runs of 8 (README
-"Exactly-once").
+without fetching); with re-bootstrap off the same test passed 8 runs of 8
+(docs/exactly-once.md).
 """
 
 from __future__ import annotations

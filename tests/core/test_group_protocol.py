@@ -56,7 +56,7 @@ def test_tie_broken_by_name_last() -> None:
 
 
 def reference_selection(lists: list[tuple[str, ...]]) -> str:
-    """The README's "Protocol selection" rule, written out as plainly as possible.
+    """The "Protocol selection" rule (docs/concepts.md), written out as plainly as possible.
 
     Candidates: the protocols every member lists. Each member casts one vote, for the first
     candidate in its own list. Most votes wins; ties go to the lowest summed preference rank (the

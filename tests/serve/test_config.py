@@ -56,15 +56,6 @@ def test_help_documents_every_setting_with_default_and_env() -> None:
         assert f"(default: {s.shown_default()}; env {s.env})" in text, s.name
 
 
-def test_readme_settings_table_is_current() -> None:
-    readme = (REPO / "README.md").read_text()
-    start = readme.index(config.README_BEGIN) + len(config.README_BEGIN)
-    table = readme[start : readme.index(config.README_END)].strip()
-    assert table == config.markdown_table(), (
-        "README's settings table is stale: run `python -m serve.config --readme README.md`"
-    )
-
-
 # -- precedence ------------------------------------------------------------------------------------
 
 

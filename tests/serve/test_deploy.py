@@ -4,7 +4,7 @@ never built in the tests) and against a real `groupcoord serve`:
 - every YAML and JSON file under deploy/ parses; Kubernetes objects are well-formed; every
   `groupcoord serve` command line, TOML config and GROUPCOORD_* variable in them is accepted by
   the settings table (a renamed flag breaks this test, not a deployment);
-- the sidecar Deployment and deploy/docker-compose.fleet.yml run a sidecar fleet (README "Sidecar
+- the sidecar Deployment and deploy/docker-compose.fleet.yml run a sidecar fleet (docs "Sidecar
   fleet"): state upstream, each member advertising an address the others reach (the pod IP from
   the downward API; the compose service name) on the declared fleet port;
 - every metric the Grafana dashboard queries is exported by a running server's /metrics after a
@@ -160,8 +160,9 @@ def test_kubernetes_command_lines_and_config_are_valid_settings(tmp_path: Path) 
         for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
             if probe in container:
                 assert container[probe]["httpGet"]["path"] in ("/healthz", "/readyz")
-        mounts = {m["mountPath"] for m in container["volumeMounts"]}
-        assert settings.data_dir in mounts
+        if not (settings.upstream and settings.state == "upstream"):  # a fleet keeps nothing
+            mounts = {m["mountPath"] for m in container["volumeMounts"]}
+            assert settings.data_dir in mounts
     # The standalone coordinator listens for other pods; the sidecar only for its own pod.
     standalone = next(d for d in workloads if d["kind"] == "StatefulSet")
     sidecar = next(d for d in workloads if d["kind"] == "Deployment")
@@ -200,9 +201,8 @@ def test_kubernetes_sidecars_form_a_fleet() -> None:
     assert ports["metrics"] == addresses.parse_host_port(settings.metrics_listen)[1]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert container["startupProbe"]["httpGet"]["path"] == "/readyz"
-    # No volume holds state: DATA_DIR (the rebalance history) is an emptyDir, no PVC.
-    volumes = sidecar["spec"]["template"]["spec"]["volumes"]
-    assert all("emptyDir" in v for v in volumes)
+    # No volume: group state and the rebalance history are on the upstream cluster.
+    assert not sidecar["spec"]["template"]["spec"].get("volumes")
     assert "volumeClaimTemplates" not in sidecar["spec"]
     text = (DEPLOY / "kubernetes" / "sidecar.yaml").read_text()
     assert "NetworkPolicy" in text and "9094" in text  # the comment on pod-to-pod reachability
@@ -253,6 +253,12 @@ def test_history_retention_fits_each_volume(tmp_path: Path) -> None:
     for doc in workloads:
         settings = resolved(doc, tmp_path)
         (container,) = _groupcoord_containers(doc)
+        if settings.upstream and settings.state == "upstream":
+            # A fleet member writes nothing to DATA_DIR: its history goes to the upstream's
+            # history topic, so a volume would hold nothing (and suggest that it does).
+            assert not container.get("volumeMounts"), doc["kind"]
+            assert not doc["spec"]["template"]["spec"].get("volumes"), doc["kind"]
+            continue
         (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == settings.data_dir]
         size = volume_bytes(doc, mount["name"])
         largest = settings.history_retention_bytes + settings.history_segment_bytes

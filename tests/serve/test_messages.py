@@ -198,7 +198,8 @@ def test_an_audit_filter_that_matches_nothing_fails_and_writes_nothing(tmp_path:
     assert out.stderr.strip() == (
         "groupcoord audit: no event matches --group groop-0003 in 1 history segment(s); groups "
         "in that history: group-0000, group-0001, group-0002, group-0003, group-0004; did you "
-        "mean group-0003?; nothing written"
+        "mean group-0003?; nothing written (a sidecar fleet keeps its history on the upstream "
+        "cluster's --history-topic: read it with --bootstrap-server HOST:PORT)"
     )
     assert not out_dir.exists()
     out = ops_util.groupcoord_cli(*args, "--since", "2099-01-01")

@@ -2,8 +2,9 @@
 DiskJournal.load -> GroupCoordinator): cut the last segment at every byte offset of its final
 entries; flip bits in every byte of an entry in the middle; the coordinator loads every time, with
 exactly the records whose bytes are intact (for a damaged offset, the partition's previous offset
-takes its place, as README says), and the log goes on taking appends. Then a real `groupcoord
-serve` process starts on a directory with both kinds of damage and answers OffsetFetch.
+takes its place, as docs/concepts.md says), and the log goes on taking appends. Then a real
+`groupcoord serve` process starts on a directory with both kinds of damage and answers
+OffsetFetch.
 (tests/test_storage_*.py check the same at the storage layer, entry by entry.)
 """
 

@@ -32,6 +32,13 @@ FLAGS = (
 )
 
 
+# Why a browser test skips: `make peers` installs Debian's chromium only when run as root.
+MISSING = (
+    "chromium is not installed: `make peers` installs Debian's package only as root; install it "
+    "(apt-get install chromium) or set GROUPCOORD_CHROMIUM to a Chromium binary"
+)
+
+
 class BrowserMissing(RuntimeError):
     pass
 
@@ -62,7 +69,7 @@ def dump_dom(
     Chromium is installed, RuntimeError when it fails (with its stderr)."""
     binary = chromium()
     if binary is None:
-        raise BrowserMissing("no chromium found (Debian: apt-get install -y chromium)")
+        raise BrowserMissing(MISSING)
     with tempfile.TemporaryDirectory(prefix="groupcoord-chromium-") as profile:
         cmd = [
             binary,
@@ -86,7 +93,7 @@ def screenshot(url: str, path: Path, *, width: int = 390, height: int = 844) -> 
     """Save a PNG of `url` as rendered at width x height (for looking at a page by hand)."""
     binary = chromium()
     if binary is None:
-        raise BrowserMissing("no chromium found (Debian: apt-get install -y chromium)")
+        raise BrowserMissing(MISSING)
     with tempfile.TemporaryDirectory(prefix="groupcoord-chromium-") as profile:
         subprocess.run(
             [binary, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",

@@ -229,16 +229,21 @@ def install_kafkajs(root: Path) -> None:
 
 
 def install_chromium() -> None:
-    """Debian's chromium, for the status-page test (tests/support/browser.py). Only as root and
-    only when
-    missing: without it that test skips with the reason."""
+    """Debian's chromium, for the browser tests (tests/support/browser.py). Only as root and only
+    when missing; this is the one step that changes the machine outside DIR, so it says so before
+    it starts. Without chromium those tests skip with the reason (browser.MISSING)."""
     if Path("/usr/bin/chromium").exists() or shutil.which("chromium"):
         _say("chromium: present")
         return
     if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("apt-get") is None:
-        _say("chromium missing and not root with apt-get: the browser test will skip")
+        _say("chromium is missing and this is not root with apt-get, so it is not installed: "
+             "the browser tests (status page, audit report) will skip; to run them, install "
+             "chromium yourself (Debian: sudo apt-get install chromium) or set "
+             "GROUPCOORD_CHROMIUM to a Chromium binary")  # fmt: skip
         return
-    _say("apt-get install -y chromium")
+    _say("installing a SYSTEM package for the browser tests (status page, audit report): "
+         "apt-get update, then apt-get install -y chromium, as root (a few hundred MB; "
+         "remove it later with apt-get remove chromium)")  # fmt: skip
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-q"], check=False, env=env)
     subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], check=False, env=env)
