@@ -20,6 +20,7 @@ import contextlib
 import difflib
 import gc
 import logging
+import os
 import signal
 import ssl
 import sys
@@ -394,8 +395,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             # An error, not an empty dump: a script must not take a typo for an empty log.
             print(f"groupcoord log dump: no such directory: {args.data_dir}", file=sys.stderr)
             return 1
-        for line in dump(args.data_dir):
-            print(line)
+        try:
+            for line in dump(args.data_dir):
+                print(line)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `log dump | head`: the reader has what it wanted
+            # Python's recipe: stdout to devnull, so the flush at exit raises nothing either.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     if args.command == "groups":
         return groups_cli.main(args)

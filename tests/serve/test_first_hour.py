@@ -164,3 +164,22 @@ def test_the_build_is_a_metric(tmp_path: Path) -> None:
         broker.kill()
     line = next(ln for ln in text.splitlines() if ln.startswith("groupcoord_build_info{"))
     assert f'version="{installed_version()}"' in line and line.endswith(" 1.0"), line
+
+
+async def test_log_dump_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """`groupcoord log dump ./data | head`: no BrokenPipeError traceback when head is done."""
+    import sys
+
+    from storage.disk import DiskLog
+
+    log = await DiskLog.open(tmp_path)
+    for i in range(3000):  # more than a pipe buffer of dump lines
+        await log.append_durable([(b"\x00\x63junk%d" % i, b"?")])
+    await log.close()
+    proc = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "log", "dump", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=rc.REPO)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"Dumping ")
+    proc.stdout.close()  # what head does after its lines
+    err = proc.stderr.read().decode()
+    assert proc.wait(30) == 0 and "Traceback" not in err, err
