@@ -95,6 +95,21 @@ class Claim:
         return Claim(int(data["epoch"]), str(data["owner"]), str(data.get("address", "")))
 
 
+def takes_partition(claim: Claim, current: Claim | None) -> bool:
+    """Replay: whether `claim`, read after `current`, becomes the partition's claim. Only a higher
+    epoch does; at an equal epoch the first claim in log order stays. Two members claiming with
+    the same epoch (one of them ahead of or behind the fleet's generation) so never both own the
+    partition: the second finds at load that its claim did not win, and does not serve."""
+    return current is None or claim.epoch > current.epoch
+
+
+def fences(claim: Claim, mine: Claim) -> bool:
+    """Whether `claim`, found after our own in the partition, ends our ownership: a higher epoch,
+    or the same epoch by another member. (That member's replay keeps ours, by `takes_partition`,
+    so neither writes on: the partition waits for the next generation's claim.)"""
+    return claim.epoch > mine.epoch or (claim.epoch == mine.epoch and claim.owner != mine.owner)
+
+
 def headers(claim: Claim) -> list[tuple[str, bytes]]:
     return [(EPOCH_HEADER, _EPOCH.pack(claim.epoch)), (OWNER_HEADER, claim.owner.encode())]
 
@@ -136,7 +151,7 @@ class Replay:
             except (ValueError, KeyError, TypeError):
                 log.warning("ignoring an undecodable claim record")
                 return
-            if self.claim is None or claim.epoch > self.claim.epoch:
+            if takes_partition(claim, self.claim):
                 self.claim = claim
                 self.claim_ms = timestamp_ms
             return
