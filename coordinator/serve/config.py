@@ -257,11 +257,12 @@ SETTINGS: list[Setting] = [
             "sidecar fleet: the state topic's partitions when groupcoord creates it "
             "(an existing topic's count wins)", at_least(1), metavar="N"),
     Setting("state_topic_replication_factor", "int", -1,
-            "sidecar fleet: the state topic's replication factor at creation (-1 = 3, or the "
-            "number of brokers if fewer)", at_least(-1), metavar="N"),
+            "sidecar fleet: the state and history topics' replication factor at creation "
+            "(-1 = 3, or the number of brokers if fewer)", at_least(-1), metavar="N"),
     Setting("state_topic_min_insync_replicas", "int", 0,
-            "sidecar fleet: the state topic's min.insync.replicas at creation (0 = the "
-            "cluster's default); writes use acks=all", at_least(0), metavar="N"),
+            "sidecar fleet: the state and history topics' min.insync.replicas at creation "
+            "(0 = 2 when the replication factor is 3 or more, else the cluster's default); "
+            "writes use acks=all", at_least(0), metavar="N"),
     Setting("fleet_listen", "str", "",
             "sidecar fleet: HOST:PORT where the other members forward requests for the "
             "groups this member owns", host_port_or_off, metavar="HOST:PORT",

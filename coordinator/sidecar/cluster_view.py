@@ -25,6 +25,24 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupcoord.sidecar")
 
 
+MIN_ABSENT_REFRESHES = 2  # complete refreshes a topic must be absent from before its offsets go
+
+
+def complete_refresh(response: Any, full: bool) -> bool:
+    """Whether a Metadata answer may prove a topic absent: it answers a refresh of every topic
+    (`full`) and names at least one broker. No cluster answers all its topics without naming a
+    broker; one that names none (a broker starting up, an upstream being restarted) is partial."""
+    return full and bool(response.brokers)
+
+
+def offsets_deletable(answers: int, absent_ms: float, delete_after_ms: int) -> bool:
+    """Whether a topic absent from `answers` complete refreshes over `absent_ms` has surely been
+    deleted (`observe`): absent from at least MIN_ABSENT_REFRESHES of them, for the whole delay.
+    One answer alone is never enough, whatever the delay: it may come from a broker that has not
+    loaded its topics yet."""
+    return answers >= MIN_ABSENT_REFRESHES and absent_ms >= delete_after_ms
+
+
 class ClusterView:
     def __init__(
         self, server: Server, delete_after_ms: int, refresh_soon: Callable[[], None]
@@ -108,8 +126,8 @@ class ClusterView:
                 ):
                     self._refresh_soon()
             return
-        if not response.brokers:
-            return  # partial: no cluster answers all its topics without naming a broker
+        if not complete_refresh(response, full):
+            return  # partial: proves nothing about absent topics
         present = {t.name for t in response.topics if t.name not in missing}
         now = asyncio.get_running_loop().time()
         for name in self.topics.keys() - present:  # newly absent: gone, offsets kept
@@ -128,7 +146,7 @@ class ClusterView:
             answers += 1
             self._absent[name] = (first, answers, was)
             elapsed = now - first
-            if answers >= 2 and elapsed * 1000 >= self.delete_after_ms:
+            if offsets_deletable(answers, elapsed * 1000, self.delete_after_ms):
                 log.info(
                     "upstream topic %s absent from %d refreshes over %.0f s: deleting its offsets",
                     name,

@@ -38,6 +38,7 @@ from coordinator.sidecar.state_topic import (
     Fenced,
     StateTopic,
     StateUnavailable,
+    fences,
     partition_for,
     writer_of,
 )
@@ -145,7 +146,7 @@ class PartitionWriter:
                 continue
             if key.startswith(CLAIM_PREFIX):
                 claim = Claim.decode(record.value)
-                if claim.epoch > mine[0] or (claim.epoch == mine[0] and claim.owner != mine[1]):
+                if fences(claim, self.claim):
                     raise Fenced(
                         f"state partition {self.partition} was claimed by {claim.owner} "
                         f"(epoch {claim.epoch} >= ours, {mine[0]})"

@@ -53,6 +53,7 @@ from aiokafka.partitioner import murmur2
 
 from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve.history import HistoryRecorder, HistorySettings, Row
+from coordinator.sidecar.state_topic import durability
 from coordinator.sidecar.upstream_clients import client_options
 from storage.history import HISTORY_TOPIC, WRITER_HEADER, encode_fields
 
@@ -75,6 +76,7 @@ class HistoryTopicOptions:
     topic: str = HISTORY_TOPIC
     partitions: int = 10
     replication_factor: int = -1  # -1: 3, or the number of brokers if fewer (as the state topic)
+    min_insync_replicas: int = 0  # 0: 2 when replicated 3 times, else the cluster's (ditto)
     security: ClientSecurity = PLAINTEXT
 
 
@@ -110,6 +112,7 @@ def from_settings(settings: Any, fleet: Fleet) -> TopicHistoryRecorder | None:
         topic=settings.history_topic,
         partitions=settings.history_topic_partitions,
         replication_factor=fleet.options.replication_factor,
+        min_insync_replicas=fleet.options.min_insync_replicas,
         security=fleet.options.security,
     )
     history = HistorySettings(
@@ -286,11 +289,13 @@ class TopicHistoryRecorder(HistoryRecorder):
         admin = AIOKafkaAdminClient(**client_options(options.bootstrap, options.security))
         await admin.start()
         try:
-            replication = options.replication_factor
-            if replication < 1:
-                brokers = (await admin.describe_cluster()).get("brokers") or [None]
-                replication = min(3, len(brokers))
+            replication, min_insync = options.replication_factor, options.min_insync_replicas
+            if replication < 1 or min_insync < 1:
+                brokers = len((await admin.describe_cluster()).get("brokers") or [None])
+                replication, min_insync = durability(replication, min_insync, brokers)
             configs = topic_configs(self.settings, options.partitions)
+            if min_insync > 0:
+                configs["min.insync.replicas"] = str(min_insync)
             topic = NewTopic(options.topic, options.partitions, replication, topic_configs=configs)
             try:
                 response = await admin.create_topics([topic])

@@ -9,7 +9,10 @@ Exposed as the Prometheus gauges groupcoord_group_lag_sum{group} and groupcoord_
 (one series per group: only behind --metrics-per-group, STYLE.md), and as `status(group_id)` for the
 status page. Invariants: a measurement replaces the previous one whole; a partition whose end offset
 could not be read (leader unknown or down) is left out of that round rather than counted as 0; a
-failed round keeps the last values (with their age) instead of reporting no lag.
+failed round keeps the last values (with their age) instead of reporting no lag. A partition
+without a known leader, a leader that cannot be reached or that answers that it is not the leader
+(the cluster moved it: a broker died) brings the sidecar's metadata refresh forward (`stale`), so
+the next round asks the new leader instead of waiting for the periodic refresh.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v5.request import (
     ListOffsetsPartition,
     ListOffsetsRequest,
@@ -40,6 +44,17 @@ _LATEST = -1
 _READ_UNCOMMITTED = 0
 _CONSUMER_REPLICA_ID = -1
 TopicPartition = tuple[str, int]
+# ListOffsets partition errors that mean "ask someone else": the partition's leadership moved
+# (Kafka's clients refresh their metadata on each of these too).
+LEADER_MOVED = frozenset(
+    {
+        ErrorCode.unknown_topic_or_partition,  # not on this broker (any more)
+        ErrorCode.leader_not_available,  # an election is under way
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.unknown_leader_epoch,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +74,12 @@ class LagTracker:
         leaders: Mapping[TopicPartition, int],
         brokers: Mapping[int, Broker],
         interval_ms: int,
+        stale: Callable[[], None] = lambda: None,
     ) -> None:
         self._core = core
         self._leaders = leaders
         self._brokers = brokers
+        self._stale = stale  # the leaders are out of date: re-read the cluster's metadata
         self.interval_s = interval_ms / 1000
         self.lag: dict[str, GroupLag] = {}
         self.ends: dict[TopicPartition, int] = {}  # the last measurement's end offsets
@@ -100,10 +117,15 @@ class LagTracker:
     async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         by_leader: dict[int, list[TopicPartition]] = {}
         leaders = self._leaders
+        leaderless = False
         for tp in partitions:
             leader = leaders.get(tp)
             if leader is not None and leader >= 0:
                 by_leader.setdefault(leader, []).append(tp)
+            else:
+                leaderless = True
+        if leaderless:
+            self._stale()
         results = await asyncio.gather(
             *(self._list_offsets(node_id, tps) for node_id, tps in by_leader.items())
         )
@@ -117,6 +139,7 @@ class LagTracker:
     ) -> dict[TopicPartition, int]:
         broker = self._brokers.get(node_id)
         if broker is None:
+            self._stale()
             return {}
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
@@ -140,7 +163,10 @@ class LagTracker:
             response: ListOffsetsResponse = rewrite.decode_response(rewrite.LIST_OFFSETS, 5, frame)
         except (UpstreamUnavailable, rewrite.RewriteError) as exc:
             log.debug("lag: ListOffsets on broker %d failed: %s", node_id, exc)
+            self._stale()  # a broker down: its partitions get other leaders
             return {}
+        if any(p.error_code in LEADER_MOVED for t in response.topics for p in t.partitions):
+            self._stale()
         return {
             (str(t.name), int(p.partition_index)): int(p.offset)
             for t in response.topics

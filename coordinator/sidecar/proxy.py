@@ -207,7 +207,11 @@ class Sidecar:
             from coordinator.sidecar.lag import LagCollector, LagTracker
 
             self.lag = LagTracker(
-                self.server.core, self.leaders, self.upstreams.brokers, self.options.lag_interval_ms
+                self.server.core,
+                self.leaders,
+                self.upstreams.brokers,
+                self.options.lag_interval_ms,
+                stale=self.refresh_soon,
             )
             self.spawn(self.lag.run())
             if obs is not None:
@@ -779,6 +783,9 @@ class SidecarConnection(asyncio.Protocol):
             self._resume(_PAUSED_UPSTREAM)
 
     def upstream_failed(self) -> None:
+        # A broker connection died under a forwarded request: its partitions are about to get
+        # new leaders, so the cluster view is re-read now rather than at the next refresh.
+        self._sidecar.refresh_soon()
         self.drop("upstream broker connection lost")
 
     # -- responses -------------------------------------------------------------------------------

@@ -95,6 +95,21 @@ class Claim:
         return Claim(int(data["epoch"]), str(data["owner"]), str(data.get("address", "")))
 
 
+def takes_partition(claim: Claim, current: Claim | None) -> bool:
+    """Replay: whether `claim`, read after `current`, becomes the partition's claim. Only a higher
+    epoch does; at an equal epoch the first claim in log order stays. Two members claiming with
+    the same epoch (one of them ahead of or behind the fleet's generation) so never both own the
+    partition: the second finds at load that its claim did not win, and does not serve."""
+    return current is None or claim.epoch > current.epoch
+
+
+def fences(claim: Claim, mine: Claim) -> bool:
+    """Whether `claim`, found after our own in the partition, ends our ownership: a higher epoch,
+    or the same epoch by another member. (That member's replay keeps ours, by `takes_partition`,
+    so neither writes on: the partition waits for the next generation's claim.)"""
+    return claim.epoch > mine.epoch or (claim.epoch == mine.epoch and claim.owner != mine.owner)
+
+
 def headers(claim: Claim) -> list[tuple[str, bytes]]:
     return [(EPOCH_HEADER, _EPOCH.pack(claim.epoch)), (OWNER_HEADER, claim.owner.encode())]
 
@@ -136,7 +151,7 @@ class Replay:
             except (ValueError, KeyError, TypeError):
                 log.warning("ignoring an undecodable claim record")
                 return
-            if self.claim is None or claim.epoch > self.claim.epoch:
+            if takes_partition(claim, self.claim):
                 self.claim = claim
                 self.claim_ms = timestamp_ms
             return
@@ -310,6 +325,23 @@ class StateTopic:
         return out, ends
 
 
+def durability(replication_factor: int, min_insync_replicas: int, brokers: int) -> tuple[int, int]:
+    """The (replication factor, min.insync.replicas) a fleet topic is created with, for the
+    settings and a cluster of `brokers` brokers; a min.insync of 0 means "leave the cluster's".
+
+    A factor below 1 means Kafka's offsets.topic.replication.factor (3), as far as the cluster
+    has brokers: 3 on 3 brokers or more, else one per broker (1 on a single broker or tansu).
+    A min.insync below 1 means 2 once the factor is 3 or more, as Kafka's own
+    __transaction_state is created (transaction.state.log.min.isr=2): with acks=all a write is
+    then on two replicas before it is acknowledged, so losing one broker loses no acknowledged
+    commit and still takes writes. Below 3 replicas it is left to the cluster (requiring 2 of 2
+    would stop every write while one broker is down). Explicit settings are kept as given."""
+    factor = replication_factor if replication_factor >= 1 else min(3, max(1, brokers))
+    if min_insync_replicas >= 1:
+        return factor, min_insync_replicas
+    return factor, (2 if factor >= 3 else 0)
+
+
 async def ensure_topic(
     options: dict[str, Any],
     name: str,
@@ -323,23 +355,18 @@ async def ensure_topic(
     admin = AIOKafkaAdminClient(**options)
     await admin.start()
     try:
-        replication = replication_factor
-        if replication < 1:
-            # Kafka's offsets.topic.replication.factor (3), as far as the cluster has brokers
-            # (aiokafka cannot ask for the broker's default, KIP-464's -1).
-            brokers = (await admin.describe_cluster()).get("brokers") or [None]
-            replication = min(3, len(brokers))
+        replication, min_insync = replication_factor, min_insync_replicas
+        if replication < 1 or min_insync < 1:
+            # aiokafka cannot ask for the broker's default (KIP-464's -1): count the brokers.
+            brokers = len((await admin.describe_cluster()).get("brokers") or [None])
+            replication, min_insync = durability(replication_factor, min_insync_replicas, brokers)
         topic = NewTopic(
             name,
             partitions,
             replication,
             topic_configs={
                 "cleanup.policy": "compact",
-                **(
-                    {"min.insync.replicas": str(min_insync_replicas)}
-                    if min_insync_replicas > 0
-                    else {}
-                ),
+                **({"min.insync.replicas": str(min_insync)} if min_insync > 0 else {}),
                 # Keep compaction away from recent records until the owner has rewritten
                 # the keys a stale owner wrote last (module docstring: the compaction hole).
                 "min.compaction.lag.ms": str(3_600_000),

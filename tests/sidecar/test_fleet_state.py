@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.core.record_codec import encode_record
 from coordinator.core.records import OffsetCommitKey, OffsetCommitValue, Record
 from coordinator.sidecar.fleet import assign_partitions
 from coordinator.sidecar.fleet_journal import FleetJournal, PartitionWriter
@@ -173,3 +174,51 @@ async def test_appends_are_batched_per_partition_and_fail_only_where_they_failed
     assert writer.batches <= 20, writer.batches
     replay, _ = await load(topic, mine)
     assert [r.value.offset for r in replay.records()] == [199]  # type: ignore[union-attr]
+
+
+# -- two members claiming with the SAME epoch (one ahead of or behind the fleet's generation): the
+# first claim in log order keeps the partition for readers, and its writer stops all the same, so
+# nobody writes on until the next generation's claim. Broken together, these two let a member go
+# on writing a partition it lost.
+
+
+async def test_a_claim_of_the_same_epoch_by_another_member_fences_the_writer(
+    topic: StateTopic,
+) -> None:
+    p = partition_for(GROUP, PARTITIONS)
+    a_claim = Claim(3, "A", "a:9094")
+    a_off = await topic.write_claim(p, a_claim)
+    journal, failures = FleetJournal(PARTITIONS), []
+    owner(topic, journal, a_claim, p, a_off + 1, {}, failures)
+    seq = journal.append([commit(5)])
+    await asyncio.wait_for(journal.wait_durable(seq), 10)
+    assert not journal.lost(seq)
+
+    await topic.write_claim(p, Claim(3, "B", "b:9094"))  # B claims with A's epoch
+
+    # A's next write lands after B's claim: A finds it there and stops, its reply never released.
+    seq = journal.append([commit(7)])
+    with pytest.raises(StateUnavailable):
+        await asyncio.wait_for(journal.wait_durable(seq), 10)
+    assert journal.lost(seq)
+    assert len(failures) == 1 and isinstance(failures[0], Fenced), failures
+    assert journal.lost(journal.append([commit(8)]))  # and writes nothing more there
+
+
+async def test_on_replay_a_claim_of_an_equal_epoch_does_not_take_the_partition(
+    topic: StateTopic,
+) -> None:
+    p = partition_for(GROUP, PARTITIONS)
+    a_claim, b_claim = Claim(3, "A", "a:9094"), Claim(3, "B", "b:9094")
+    await topic.write_claim(p, a_claim)
+    await topic.send(p, [encode_record(commit(5))], a_claim)
+    # B claims with the same epoch and, believing it owns the partition, writes under its claim.
+    await topic.write_claim(p, b_claim)
+    await topic.send(p, [encode_record(commit(9))], b_claim)
+
+    replay, _ = await load(topic, p)
+    # The first claim of the epoch stands: B's claim does not win its load (B does not serve),
+    # and what B wrote under it counts for nobody (a foreign record, to be repaired).
+    assert replay.claim == a_claim
+    assert [r.value.offset for r in replay.records()] == [5]  # type: ignore[union-attr]
+    assert replay.dirty == {encode_record(commit(9))[0]}

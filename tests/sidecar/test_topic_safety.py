@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import html
 import urllib.request
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from tests.support import realclients as rc
 from tests.support.sidecar_util import (
+    MetadataScript,
     Sidecar,
     Stack,
     Tansu,
@@ -139,3 +142,68 @@ async def test_a_topic_recreated_upstream_under_a_new_id_takes_its_offsets(stack
         lambda: offsets_gone(sidecar.port), 15, "the offsets to be deleted with the old topic"
     )
     assert "re-created (new topic id)" in sidecar.log()
+
+
+# -- the two rules of "certain", against a scripted upstream: tansu behind a relay that rewrites
+# the Metadata answers the sidecar's refreshes get (every Metadata in these tests is a refresh).
+
+
+def without_topic(response: Any) -> Any:
+    return replace(response, topics=tuple(t for t in response.topics if t.name != TOPIC))
+
+
+def naming_no_broker(response: Any) -> Any:
+    """What a broker that is starting up may answer: no brokers, no topics."""
+    return replace(response, brokers=(), topics=())
+
+
+def unchanged(response: Any) -> Any:
+    return response
+
+
+async def scripted_upstream(stack: Stack) -> tuple[MetadataScript, Sidecar]:
+    """tansu advertising a scripted relay, a sidecar in front of it that deletes a vanished
+    topic's offsets as soon as the rules allow (--upstream-topic-delete-after-ms 0), the topic
+    seen and OFFSETS committed for every group."""
+    port = rc.free_port()
+    tansu = stack.tansu(advertised=port)
+    relay = await stack.relay(tansu.port, port, kind=MetadataScript)
+    assert isinstance(relay, MetadataScript)
+    sidecar = stack.sidecar(f"127.0.0.1:{port}", "--upstream-topic-delete-after-ms", "0")
+    await create_topic(tansu.bootstrap, TOPIC, PARTITIONS)
+    await rc.wait_until(lambda: TOPIC in sidecar.log(), 10, "the sidecar to see the topic")
+    for group in GROUPS:
+        assert await commit(sidecar.port, group, TOPIC, OFFSETS) == 0
+    return relay, sidecar
+
+
+async def play(relay: MetadataScript, *edits: Any) -> None:
+    """The next refreshes get `edits`, one each; returns once all were answered."""
+    relay.script.extend(edits)
+    await rc.wait_until(lambda: not relay.script, 15, "the script to be played")
+
+
+async def test_one_refresh_without_a_topic_is_not_enough_to_delete_its_offsets(
+    stack: Stack,
+) -> None:
+    relay, sidecar = await scripted_upstream(stack)
+
+    # One complete refresh lacks the topic, then it is back (same id) for two more.
+    await play(relay, without_topic, unchanged, unchanged)
+    assert await committed_everywhere(sidecar.port) == dict.fromkeys(GROUPS, OFFSETS), (
+        sidecar.log())
+    assert "upstream topic t5 is back; its offsets were kept" in sidecar.log()
+
+    # Two complete refreshes in a row lack it: with no delay to wait out, now it is certain.
+    await play(relay, without_topic, without_topic)
+    await rc.wait_until(lambda: offsets_gone(sidecar.port), 10, "the offsets to be deleted")
+    assert "upstream topic t5 absent from 2 refreshes" in sidecar.log()
+
+
+async def test_an_answer_naming_no_broker_is_not_a_complete_refresh(stack: Stack) -> None:
+    relay, sidecar = await scripted_upstream(stack)
+
+    await play(relay, *[naming_no_broker] * 5, unchanged, unchanged)
+    assert await committed_everywhere(sidecar.port) == dict.fromkeys(GROUPS, OFFSETS), (
+        sidecar.log())
+    assert "upstream topic t5 absent" not in sidecar.log()  # not even gone for the clients

@@ -127,6 +127,61 @@ class Relay:
         self._writers.clear()
 
 
+class MetadataScript(Relay):
+    """A Relay that reads the Kafka frames it carries and lets the test rewrite the broker's
+    Metadata answers: a scripted upstream. `script` is a queue of edits (response -> response),
+    each applied to one Metadata answer in turn; once it is empty, answers pass unchanged.
+    `answers` counts the Metadata answers carried, `scripted` those an edit was applied to."""
+
+    def __init__(self, port: int, target: int) -> None:
+        super().__init__(port, target)
+        self.script: list[Any] = []
+        self.answers = 0
+        self.scripted = 0
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(HOST, self.target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_writer}
+        asked: dict[int, tuple[int, int]] = {}  # correlation id -> (api key, version)
+
+        async def frames(src: asyncio.StreamReader, dst: asyncio.StreamWriter,
+                         edit: Any) -> None:
+            with contextlib.suppress(OSError, asyncio.CancelledError,
+                                     asyncio.IncompleteReadError):
+                while True:
+                    size = await src.readexactly(4)
+                    frame = size + await src.readexactly(struct.unpack(">i", size)[0])
+                    dst.write(edit(frame))
+                    await dst.drain()
+            dst.transport.abort()
+
+        def request(frame: bytes) -> bytes:
+            api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 4)
+            asked[correlation_id] = (api_key, version)
+            return frame
+
+        def response(frame: bytes) -> bytes:
+            correlation_id = rewrite.response_correlation_id(frame)
+            api_key, version = asked.pop(correlation_id, (-1, -1))
+            if api_key != rewrite.METADATA:
+                return frame
+            self.answers += 1
+            if not self.script:
+                return frame
+            self.scripted += 1
+            edited = self.script.pop(0)(rewrite.decode_response(api_key, version, frame))
+            return rewrite.encode_response(correlation_id, api_key, version, edited)
+
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(frames(reader, up_writer, request),
+                                 frames(up_reader, writer, response))
+        self._writers -= {writer, up_writer}
+
+
 # -------------------------------------------------------------------------------------- sidecar
 
 
@@ -231,8 +286,9 @@ class Stack:
         t.start()
         return t
 
-    async def relay(self, target: int, port: int | None = None) -> Relay:
-        r = Relay(port or rc.free_port(), target)
+    async def relay(self, target: int, port: int | None = None,
+                    kind: type[Relay] = Relay) -> Relay:
+        r = kind(port or rc.free_port(), target)
         self.relays.append(r)
         await r.start()
         return r
