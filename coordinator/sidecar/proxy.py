@@ -53,6 +53,7 @@ from coordinator.broker.security_admin import SECURITY_ADMIN_APIS
 from coordinator.core.topics import TopicInfo
 from coordinator.security.acl import ANONYMOUS
 from coordinator.security.client import PLAINTEXT, ClientSecurity
+from coordinator.serve import trace
 from coordinator.serve.addresses import parse_upstream
 from coordinator.serve.listener import Listening, start_listener
 from coordinator.serve.secure import tls_principal
@@ -823,6 +824,8 @@ class SidecarConnection(asyncio.Protocol):
                 break
             slots.popleft()
             if ready:
+                if trace.ENABLED:
+                    trace.written(self.peer, ready)
                 write(ready)
         if self._paused & _PAUSED_PENDING and len(slots) <= MAX_PENDING_REQUESTS // 2:
             self._resume(_PAUSED_PENDING)
