@@ -7,13 +7,16 @@ a consumer's commit, used to meet UNKNOWN_TOPIC_OR_PARTITION from the sidecar fo
 interval, where Kafka would have accepted the commit.
 
 Rule (the pure part: core.topics.topics_to_look_up): an OffsetCommit or TxnOffsetCommit that
-names a topic the catalog does not know, or a partition beyond the count it knows, is held while
-the upstream is asked about those topics (one Metadata v12 request, `LOOKUP_TIMEOUT_S`); what the
-upstream says is learnt as any Metadata answer is (ClusterView.observe), and then the commit is
-judged as before, as Kafka would for what the upstream said: a topic the upstream does not have
-is still UNKNOWN_TOPIC_OR_PARTITION. A look-up that fails or times out proves nothing; the
-commit is judged on what the sidecar knows. OffsetFetch needs none: it answers -1 for a topic it
-does not know, without an error, as Kafka does.
+names a topic the catalog does not know, or a partition beyond the count it knows, or a KIP-848
+ConsumerGroupHeartbeat subscribing by name to a topic it does not know (Kafka assigns a topic
+created a moment ago at once; a sidecar would wait for its next refresh), is held while the
+upstream is asked about those topics (one Metadata v12 request, `LOOKUP_TIMEOUT_S`); what the
+upstream says is learnt as any Metadata answer is (ClusterView.observe), and then the request
+is judged as before, as Kafka would for what the upstream said: a topic the upstream does not
+have is still UNKNOWN_TOPIC_OR_PARTITION (a subscription to it: nothing to assign). A look-up
+that fails or times out proves nothing; the request is judged on what the sidecar knows.
+OffsetFetch needs none: it does not look at the catalog (core.handlers.offset_fetch answers -1,
+without an error, for a partition with nothing committed, whether or not its topic is known).
 
 Invariants:
 - Single flight: one look-up request upstream at a time. Topics asked for while one is in flight
@@ -49,14 +52,15 @@ from protocol import apis, codec, fastpath
 log = logging.getLogger("groupcoord.sidecar")
 
 LOOKUP_TIMEOUT_S: Final = 2.0
-LOOKED_UP: Final = frozenset({apis.OFFSET_COMMIT, TXN_OFFSET_COMMIT})
+LOOKED_UP: Final = frozenset({apis.OFFSET_COMMIT, TXN_OFFSET_COMMIT, apis.CONSUMER_GROUP_HEARTBEAT})
 
 Requested = list[tuple[str, list[int]]]
 
 
 def requested_partitions(api_key: int, frame: bytes, max_frame_bytes: int) -> Requested:
     """The (topic, partitions) an OffsetCommit or TxnOffsetCommit frame (size prefix included)
-    names; [] for anything else or what cannot be read (the server then answers it as before)."""
+    names, or the topics a ConsumerGroupHeartbeat subscribes to by name (no partitions); [] for
+    anything else or what cannot be read (the server then answers it as before)."""
     if api_key == apis.OFFSET_COMMIT:
         fast: Requested | None = fastpath.parse_offset_commit(
             frame, max_frame_bytes, _topics_field, _topic, _partition
@@ -67,6 +71,13 @@ def requested_partitions(api_key: int, frame: bytes, max_frame_bytes: int) -> Re
             _, request = codec.decode_request(frame[4:])
         except codec.DecodeError:
             return []
+    elif api_key == apis.CONSUMER_GROUP_HEARTBEAT:
+        try:
+            _, request = codec.decode_request(frame[4:])
+        except codec.DecodeError:
+            return []
+        names: Any = getattr(request, "subscribed_topic_names", None) or ()
+        return [(name, []) for name in names]
     elif api_key == TXN_OFFSET_COMMIT:
         try:
             request = decode_txn_request(frame)[3]

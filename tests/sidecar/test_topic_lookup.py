@@ -4,7 +4,8 @@ a Kafka broker accepts it (coordinator.sidecar.topic_lookup).
 The sidecars here refresh the upstream's metadata once a minute, so only the look-up can have
 taught them a topic that was created upstream just before the commit. A rule broken on purpose to
 watch these fail: `topics_to_look_up` returning () (no look-up): every raw round's commit then
-answered UNKNOWN_TOPIC_OR_PARTITION.
+answered UNKNOWN_TOPIC_OR_PARTITION; `HeldRequests.run` not holding the requests behind a held
+one: the pipelined OffsetFetch read -1 before its commit.
 """
 
 from __future__ import annotations
@@ -128,6 +129,30 @@ async def test_a_commit_right_after_its_topic_was_created_is_accepted(
                        include_topic_authorized_operations=False,
                        topics=(kio(3, 12, "MetadataRequestTopic", topic_id=None, name=missing),))
         assert (await direct.call(metadata)).topics[0].error_code == 3  # not created
+    finally:
+        direct.close()
+        client.close()
+
+
+async def test_a_kip848_member_is_assigned_a_topic_created_a_moment_ago(
+        stack: Stack, upstream: Upstream) -> None:
+    """A ConsumerGroupHeartbeat subscribing to a topic created upstream just before: its first
+    answer assigns the topic's partitions, as Kafka's would (not after the next refresh)."""
+    s = stack.sidecar(upstream.bootstrap, refresh_ms=NO_REFRESH)
+    port = upstream.bootstrap.split(",")[0].rsplit(":", 1)[1]
+    direct = await RawClient.connect(int(port))
+    client = await RawClient.connect(s.port)
+    try:
+        for i in range(5):
+            topic = upstream.name(f"sub-{i}")
+            await create_upstream(direct, topic, 3)
+            response = await client.call(kio(
+                68, 0, "ConsumerGroupHeartbeatRequest", group_id=upstream.name(f"sub-group-{i}"),
+                member_id=f"m{i}", member_epoch=0, rebalance_timeout=datetime.timedelta(seconds=30),
+                subscribed_topic_names=(topic,), topic_partitions=()))
+            assert response.error_code == 0, response
+            assigned = [p for tp in response.assignment.topic_partitions for p in tp.partitions]
+            assert sorted(assigned) == [0, 1, 2], f"round {i}: {response}"
     finally:
         direct.close()
         client.close()
