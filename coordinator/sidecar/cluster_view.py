@@ -102,7 +102,7 @@ class ClusterView:
         if not full:
             for topic in response.topics:
                 cached = self.topics.get(topic.name)
-                if cached is None and topic.error_code == 0 and topic.name:
+                if cached is None and topic.error_code == 0 and topic.name and _no_id(topic):
                     # A topic new to us, in an answer without topic ids (Metadata < v10, as
                     # aiokafka asks): its client knows it now, so learn it now too (issue 40).
                     self._refresh_soon()
@@ -197,3 +197,9 @@ class ClusterView:
 
 def _new_id(before: TopicInfo, now: TopicInfo) -> bool:
     return bool(before.topic_id.int) and bool(now.topic_id.int) and before.topic_id != now.topic_id
+
+
+def _no_id(topic: Any) -> bool:
+    """A Metadata < v10 answer's topic: it carries no topic id field at all (one with an id the
+    refresh learns it from; a zero id would make every answer bring a refresh forward)."""
+    return getattr(topic, "topic_id", None) is None

@@ -15,11 +15,14 @@ import datetime
 import os
 import time
 import uuid
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from coordinator.core.topics import TopicCatalog, TopicInfo, topics_to_look_up
+from coordinator.sidecar.cluster_view import ClusterView
 from coordinator.sidecar.topic_lookup import TopicLookup
 from tests.support import realclients as rc
 from tests.support.sidecar_util import (
@@ -52,6 +55,22 @@ def test_only_topics_or_partitions_the_catalog_cannot_vouch_for_are_looked_up() 
     assert topics_to_look_up(catalog, [("known", [4])]) == ("known",)  # partitions added since
     assert topics_to_look_up(catalog, [("new", [0]), ("new", [1]), ("known", [1])]) == ("new",)
     assert topics_to_look_up(catalog, [("bad name!", [0]), ("", [0])]) == ()
+
+
+def test_an_answer_without_topic_ids_showing_a_new_topic_brings_the_refresh_forward() -> None:
+    """What aiokafka's producer saw (Metadata v1-v5: no topic ids, so nothing to learn the topic
+    from) brings the sidecar's refresh forward; a v10+ answer does not need to."""
+    refreshes: list[int] = []
+    view = ClusterView(cast(Any, None), 60_000, lambda: refreshes.append(1))
+
+    def answer(**topic: Any) -> Any:
+        return SimpleNamespace(brokers=(), topics=(SimpleNamespace(
+            name="new", error_code=ErrorCode.none, partitions=(), **topic),))
+
+    view.observe(answer(), full=False)  # no topic_id field at all: Metadata < v10
+    assert refreshes == [1]
+    view.observe(answer(topic_id=uuid.UUID(int=0)), full=False)  # v10+: never a refresh storm
+    assert refreshes == [1]
 
 
 async def test_look_ups_are_single_flight() -> None:
