@@ -25,6 +25,7 @@ from coordinator.core.topics import TopicCatalog, TopicInfo, topics_to_look_up
 from coordinator.sidecar.cluster_view import ClusterView
 from coordinator.sidecar.topic_lookup import TopicLookup
 from tests.support import realclients as rc
+from tests.support.kafka import unique
 from tests.support.sidecar_util import (
     RawClient,
     Stack,
@@ -120,6 +121,26 @@ async def create_upstream(client: RawClient, topic: str, partitions: int) -> Non
     await rc.wait_until(led, 30, f"the upstream to lead {topic}")
 
 
+async def kafka_commit(port: int, topic: str, offsets: dict[int, int]) -> int:
+    """`commit` straight to a one-node Kafka, once it coordinates a fresh group (the first
+    FindCoordinator creates __consumer_offsets's partitions there): the error code."""
+    group = unique("g-direct")
+    codes: list[int] = []
+
+    async def answered() -> bool:
+        client = await RawClient.connect(port)
+        try:
+            await client.call(kio(10, 3, "FindCoordinatorRequest", key=group, key_type=0))
+        finally:
+            client.close()
+        codes.append(await commit(port, group, topic, offsets))
+        return codes[-1] not in (14, 15, 16)  # loading, not available, not coordinator
+
+    await rc.wait_until(answered, 60, "Kafka to coordinate the group", interval=0.5,
+                        explain=lambda: str(codes[-3:]))
+    return codes[-1]
+
+
 async def test_a_commit_right_after_its_topic_was_created_is_accepted(
         stack: Stack, upstream: Upstream) -> None:
     """ROUNDS fresh topics, each created upstream and committed to through the sidecar at once:
@@ -148,6 +169,11 @@ async def test_a_commit_right_after_its_topic_was_created_is_accepted(
                        include_topic_authorized_operations=False,
                        topics=(kio(3, 12, "MetadataRequestTopic", topic_id=None, name=missing),))
         assert (await direct.call(metadata)).topics[0].error_code == 3  # not created
+        if upstream.kind == "kafka":  # the reference: the same two commits straight to Kafka
+            fresh = upstream.name("fresh-direct")
+            await create_upstream(direct, fresh, 2)
+            assert await kafka_commit(int(port), fresh, {0: 1, 1: 2}) == 0
+            assert await kafka_commit(int(port), missing, {0: 1}) == 3
     finally:
         direct.close()
         client.close()
