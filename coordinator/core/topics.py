@@ -164,3 +164,21 @@ def parse_topic_spec(spec: str) -> tuple[str, int]:
     if not 1 <= partitions <= MAX_PARTITIONS:
         raise ValueError(f"topic {spec!r}: partitions must be between 1 and {MAX_PARTITIONS}")
     return name, partitions
+
+
+def topics_to_look_up(
+    catalog: TopicCatalog, requested: Iterable[tuple[str, Iterable[int]]]
+) -> tuple[str, ...]:
+    """The topics of a request (name, partitions) that `catalog` cannot vouch for: not known,
+    or named with a partition beyond the count known (partitions added since). A sidecar asks
+    its upstream about these before judging an offset commit (coordinator.sidecar.topic_lookup):
+    a Kafka broker knows a topic as soon as it is created, a sidecar only once it has seen it.
+    Illegal names are left out (no cluster can have them; the commit is refused as before)."""
+    wanted: list[str] = []
+    for name, partitions in requested:
+        if name in wanted or topic_name_error(name) is not None:
+            continue
+        count = catalog.partition_count(name)
+        if count is None or any(p >= count for p in partitions):
+            wanted.append(name)
+    return tuple(wanted)

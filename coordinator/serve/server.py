@@ -41,7 +41,7 @@ from coordinator.core.messages import (
 )
 from coordinator.core.topics import TopicCatalog, TopicInfo
 from coordinator.security.sasl import credentials_from
-from coordinator.serve import adapters
+from coordinator.serve import adapters, trace
 from coordinator.serve.journal import DiskJournal
 from coordinator.serve.lifecycle import OncePerKey
 from coordinator.serve.listener import Listening, start_listener
@@ -233,6 +233,8 @@ class Connection(asyncio.Protocol):
         """The response to the in-flight request; the next buffered request may start."""
         if self._closed or self._transport is None:
             return
+        if trace.ENABLED:
+            trace.written(self.peer, data)
         self._transport.write(data)
         self._busy = False
         if self._frames is not None or self._read_paused:
@@ -241,6 +243,8 @@ class Connection(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         """A response to a request that was never in flight (the heartbeat fast path)."""
         if not self._closed and self._transport is not None:
+            if trace.ENABLED:
+                trace.written(self.peer, data)
             self._transport.write(data)
 
     def abort(self, reason: str, *, quiet: bool = False) -> None:
@@ -511,6 +515,8 @@ class Server:
         if runtime is None:
             return False
         version, correlation_id, group_id, generation_id, member_id, instance_id = fields
+        if trace.ENABLED:
+            trace.read(conn.peer, _HEARTBEAT, version, correlation_id)
         command = Heartbeat(group_id, generation_id, member_id, instance_id)
         result = self._heartbeat(runtime, command)
         conn.write(codec.heartbeat_response_frame(version, correlation_id, result.error))
@@ -529,6 +535,14 @@ class Server:
         runtime = self.runtime
         if runtime is None:
             return False
+        if trace.ENABLED:
+            trace.read(
+                conn.peer,
+                _OFFSET_COMMIT,
+                header.api_version,
+                header.correlation_id,
+                header.client_id,
+            )
         stats = self.stats
         t0 = stats.clock() if stats is not None else 0
         reply_to = runtime.new_reply_to()
@@ -592,6 +606,14 @@ class Server:
         except codec.DecodeError as exc:
             conn.abort(f"malformed request: {exc}")
             return
+        if trace.ENABLED:
+            trace.read(
+                conn.peer,
+                header.api_key,
+                header.api_version,
+                header.correlation_id,
+                header.client_id,
+            )
         gate = self.gate
         if gate is not None:
             request = gate(conn, header, request, t0)

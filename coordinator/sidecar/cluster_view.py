@@ -104,7 +104,7 @@ class ClusterView:
         loaded, so costs a rebalance but no offsets, unless it stays so for the whole delay; a
         topic back under its own id keeps them. A client's answer saying a known topic does not
         exist, or showing a partition count we do not have (Metadata < v10 carries no topic
-        id), only brings the next refresh forward."""
+        id), or a topic we do not know without its id, only brings the next refresh forward."""
         infos, missing, leaders = rewrite.topic_infos(response)
         self.leaders.update(leaders)
         for info in infos:
@@ -120,7 +120,11 @@ class ClusterView:
         if not full:
             for topic in response.topics:
                 cached = self.topics.get(topic.name)
-                if cached is not None and (
+                if cached is None and topic.error_code == 0 and topic.name and _no_id(topic):
+                    # A topic new to us, in an answer without topic ids (Metadata < v10, as
+                    # aiokafka asks): its client knows it now, so learn it now too (issue 40).
+                    self._refresh_soon()
+                elif cached is not None and (
                     topic.name in missing
                     or (topic.error_code == 0 and len(topic.partitions) != cached.partitions)
                 ):
@@ -211,3 +215,9 @@ class ClusterView:
 
 def _new_id(before: TopicInfo, now: TopicInfo) -> bool:
     return bool(before.topic_id.int) and bool(now.topic_id.int) and before.topic_id != now.topic_id
+
+
+def _no_id(topic: Any) -> bool:
+    """A Metadata < v10 answer's topic: it carries no topic id field at all (one with an id the
+    refresh learns it from; a zero id would make every answer bring a refresh forward)."""
+    return getattr(topic, "topic_id", None) is None

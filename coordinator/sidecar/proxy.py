@@ -53,6 +53,7 @@ from coordinator.broker.security_admin import SECURITY_ADMIN_APIS
 from coordinator.core.topics import TopicInfo
 from coordinator.security.acl import ANONYMOUS
 from coordinator.security.client import PLAINTEXT, ClientSecurity
+from coordinator.serve import trace
 from coordinator.serve.addresses import parse_upstream
 from coordinator.serve.listener import Listening, start_listener
 from coordinator.serve.secure import tls_principal
@@ -79,6 +80,7 @@ from coordinator.sidecar.rewrite import (
     Sink,
 )
 from coordinator.sidecar.slots import STREAMING, LocalReply, Rewritten, Slot
+from coordinator.sidecar.topic_lookup import HeldRequests, TopicLookup, metadata_request
 from coordinator.sidecar.traffic import UpstreamCollector
 from coordinator.sidecar.txn import OBSERVED as TXN_OBSERVED
 from coordinator.sidecar.txn import TXN_OFFSET_COMMIT, TxnOffsets
@@ -163,6 +165,10 @@ class Sidecar:
         self.local_ports: dict[int, int] = {}
         # Topics, leaders, and whether the upstream answers (coordinator.sidecar.cluster_view).
         self.view = ClusterView(server, options.topic_delete_after_ms, self.refresh_soon)
+        # A commit naming a topic not seen yet asks the upstream first (sidecar.topic_lookup).
+        self.topic_lookup = TopicLookup(
+            server.catalog, self._ask_topics, partial(self.observe_metadata, full=False)
+        )
         self._servers: list[Listening] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._refresh_now = asyncio.Event()
@@ -288,6 +294,7 @@ class Sidecar:
             "bootstrap": ",".join(f"{b.host}:{b.port}" for b in self.upstreams.bootstrap),
             "brokers": len(self.upstreams.brokers),
             **self.view.status(),
+            "topic_lookups": self.topic_lookup.requests,  # commits naming unseen topics
         }
 
     def observe_metadata(self, response: Any, full: bool) -> None:
@@ -295,6 +302,9 @@ class Sidecar:
         for node_id in self.upstreams.update(rewrite.metadata_brokers(response)):
             self.local_address(node_id)  # listen before any client is told about the broker
         self.view.observe(response, full)
+
+    async def _ask_topics(self, names: list[str]) -> bytes:
+        return (await self.upstreams.request_any(metadata_request(names)))[1]
 
     def topics_deleted(self, names: Iterable[str]) -> None:
         self.view.topics_deleted(names)
@@ -430,6 +440,9 @@ class SidecarConnection(asyncio.Protocol):
             REQUEST_PEEK_BYTES,
         )
         self._slots: deque[Slot] = deque()
+        self._held = HeldRequests(
+            sidecar.topic_lookup, sidecar.server.options.max_frame_bytes, lambda: self._closed
+        )
         self._link: Link | None = None
         self._queued: list[tuple[bytes, int, Slot | None]] | None = None
         self._transport: asyncio.Transport | None = None
@@ -538,11 +551,7 @@ class SidecarConnection(asyncio.Protocol):
         if api_key in _GROUP_ROUTED:
             slot = Slot(self)
             self._slots.append(slot)
-            locator = self._sidecar.locator
-            if locator is None:
-                self._dispatch(slot, frame)
-            else:
-                self._group_router().route(frame, locator, lambda data: self.complete(slot, data))
+            self._held.run(api_key, frame, partial(self._group, slot, frame))
         elif api_key == API_VERSIONS:
             self._api_versions(frame)
         elif api_key == FIND_COORDINATOR:
@@ -582,6 +591,13 @@ class SidecarConnection(asyncio.Protocol):
             self._slots.append(slot)
             self._forward(frame, correlation_id, slot)
 
+    def _group(self, slot: Slot, frame: bytes) -> None:
+        locator = self._sidecar.locator
+        if locator is None:
+            self._dispatch(slot, frame)
+        else:
+            self._group_router().route(frame, locator, partial(self.complete, slot))
+
     def _dispatch(self, slot: Slot, frame: bytes) -> None:
         """Answered here by the server, as a request on its own listener (the gate included)."""
         reply = cast(Connection, LocalReply(self, partial(self.complete, slot)))
@@ -593,9 +609,11 @@ class SidecarConnection(asyncio.Protocol):
         if api_key == TXN_OFFSET_COMMIT:
             slot = Slot(self)
             self._slots.append(slot)
-            self._sidecar.txn.request(
-                self, frame, lambda data: self.complete(slot, data), self._group_router
-            )
+            go = partial(
+                self._sidecar.txn.request, self, frame, partial(self.complete, slot),
+                self._group_router,
+            )  # fmt: skip
+            self._held.run(api_key, frame, go)
             return
         if api_key == WRITE_TXN_MARKERS:  # a fleet member's outcome notice
             slot = Slot(self)
@@ -813,6 +831,8 @@ class SidecarConnection(asyncio.Protocol):
                 break
             slots.popleft()
             if ready:
+                if trace.ENABLED:
+                    trace.written(self.peer, ready)
                 write(ready)
         if self._paused & _PAUSED_PENDING and len(slots) <= MAX_PENDING_REQUESTS // 2:
             self._resume(_PAUSED_PENDING)

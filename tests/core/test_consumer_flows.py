@@ -88,6 +88,37 @@ def test_partitions_move_only_after_the_previous_owner_revokes_them() -> None:
     assert h.group.state is ConsumerGroupState.STABLE
 
 
+def test_a_heartbeat_that_omits_its_owned_partitions_has_not_revoked_them() -> None:
+    """KIP-848 (Kafka's CurrentAssignmentBuilder.ownsRevokedPartitions): topic_partitions = null
+    says "unchanged", not "none": a member asked to revoke stays UNREVOKED_PARTITIONS at its
+    epoch, and the partitions stay with it, however many such heartbeats come and however much
+    time passes short of its rebalance timeout; only an owned list without them completes the
+    revocation (issue 36)."""
+    h = Harness(topics=(("orders", 4),))
+    a = h.client("a")
+    h.poll(a)
+    b = h.client("b")
+    h.poll(b)
+    h.poll(a)  # asked to revoke two partitions, still at epoch 1
+    pending = h.group.members["a"].partitions_pending_revocation
+    assert sum(map(len, pending.values())) == 2
+    for _ in range(5):
+        h.advance(1_000)
+        r = h.send(member_id="a", member_epoch=1, topic_partitions=None)
+        assert (r.error.name, r.member_epoch) == ("none", 1)
+        member = h.group.members["a"]
+        assert member.state is MemberState.UNREVOKED_PARTITIONS
+        assert member.partitions_pending_revocation == pending
+        h.poll(b)
+        assert b.owned_set() == set()  # still a's: never handed out twice
+        h.check_invariants()
+    h.poll(a)  # its owned list, without the revoked two: done
+    assert a.epoch == 2 and h.group.members["a"].is_reconciled_to(2)
+    h.poll(b)
+    assert len(b.owned_set()) == 2 and b.owned_set().isdisjoint(a.owned_set())
+    h.check_invariants()
+
+
 def test_a_leaving_member_frees_its_partitions_at_once() -> None:
     h = Harness()
     a, b = h.client("a"), h.client("b")

@@ -469,14 +469,18 @@ def _kio_module(api_key: int, version: int, kind: str) -> Any:
     return importlib.import_module(f"kio.schema.{name}.v{version}.{kind}")
 
 
+def offset_fetch_request(group: str, topic: str, partitions: int) -> Any:
+    """OffsetFetch v7 of partitions 0..n-1 of one group's topic."""
+    return kio(9, 7, "OffsetFetchRequest", group_id=group, require_stable=False, topics=(
+        kio(9, 7, "OffsetFetchRequestTopic", name=topic,
+            partition_indexes=tuple(range(partitions))),))
+
+
 async def offset_fetch(port: int, group: str, topic: str, partitions: int) -> Any:
-    """OffsetFetch v7 of partitions 0..n-1 of one group's topic, asked of `port`: the response."""
+    """`offset_fetch_request` asked of `port`: the response."""
     client = await RawClient.connect(port)
     try:
-        request = kio(9, 7, "OffsetFetchRequest", group_id=group, require_stable=False, topics=(
-            kio(9, 7, "OffsetFetchRequestTopic", name=topic,
-                partition_indexes=tuple(range(partitions))),))
-        return await client.call(request)
+        return await client.call(offset_fetch_request(group, topic, partitions))
     finally:
         client.close()
 
