@@ -377,6 +377,84 @@ async def test_java_send_offsets_to_transaction(
     assert await fetch_offsets(sidecar.port, g, names["tin"], 1, stable=True) == {0: (5, 0)}
 
 
+def txn_metric(s: Sidecar, name: str) -> float:
+    """A groupcoord_txn_* sample of `s`'s /metrics (labels included in `name`); 0 if absent."""
+    for line in s.metrics().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+async def test_an_open_transaction_outlives_the_witness(stack: Stack, upstream: Upstream) -> None:
+    """The witness never drops a pending offset it cannot yet see committed: a transaction held
+    open well past the witness's first checks (WITNESS_AFTER_MS, then every CHECK_INTERVAL_S)
+    and then committed keeps its offsets. (Against Kafka the describe step sees it Ongoing.)"""
+    names, sidecar = await _setup(stack, upstream, {"tin": 1, "tout": 1})
+    tin, g = names["tin"], upstream.name("g")
+    seen: dict[str, Any] = {}
+
+    def run() -> None:
+        ck = _ck()
+        c = consumer(sidecar.bootstrap, g, tin)
+        poll_n(c, 5)
+        p = producer(sidecar.bootstrap, f"tx-{g}")
+        p.begin_transaction()
+        p.produce(names["tout"], key=b"late", value=b"1")
+        p.send_offsets_to_transaction([ck.TopicPartition(tin, 0, 5)], c.consumer_group_metadata(),
+                                      20)  # fmt: skip
+        # Held open until the offset is 2.5 s old (the witness looked at it at least 3 times),
+        # or until it is gone (dropped: what the rule forbids, asserted below).
+        rc.wait_until_sync(
+            lambda: txn_metric(sidecar, "groupcoord_txn_pending_oldest_seconds") >= 2.5
+            or txn_metric(sidecar, "groupcoord_txn_pending_offsets") == 0,
+            20, "the pending offset to age past the witness's checks",
+        )  # fmt: skip
+        seen["held"] = asyncio.run(fetch_offsets(sidecar.port, g, tin, 1, stable=True))[0]
+        p.commit_transaction(20)
+        seen["committed"] = asyncio.run(fetch_offsets(sidecar.port, g, tin, 1, stable=True))[0]
+        c.close()
+
+    await asyncio.to_thread(run)
+    assert seen == {"held": (-1, UNSTABLE_OFFSET_COMMIT), "committed": (5, 0)}, (
+        seen, explain(stack, sidecar))  # fmt: skip
+
+
+async def test_an_abandoned_transaction_is_settled_by_its_described_state(
+    stack: Stack, kafka: Any
+) -> None:
+    """Kafka only (DescribeTransactions; tansu 0.6.0 has none and waits for the 15-minute
+    bound): a producer that stops mid-transaction, which Kafka aborts at its
+    transaction.timeout.ms, has its pending offsets dropped within seconds (source "describe"),
+    the group's offset unchanged, as straight against Kafka."""
+    upstream = Upstream("kafka", kafka.bootstrap, kafka=kafka)
+    names, sidecar = await _setup(stack, upstream, {"tin": 1, "tout": 1})
+    tin, g = names["tin"], upstream.name("g")
+    ck = _ck()
+
+    def abandon() -> Any:
+        c = consumer(sidecar.bootstrap, g, tin)
+        poll_n(c, 5)
+        p = ck.Producer({"bootstrap.servers": sidecar.bootstrap, "transactional.id": f"tx-{g}",
+                         "transaction.timeout.ms": 2000})  # fmt: skip
+        p.init_transactions(20)
+        p.begin_transaction()
+        p.produce(names["tout"], key=b"abandoned", value=b"1")
+        p.send_offsets_to_transaction([ck.TopicPartition(tin, 0, 5)], c.consumer_group_metadata(),
+                                      20)  # fmt: skip
+        c.close()
+        return p  # kept, never ended: Kafka's timeout aborts the transaction
+
+    p = await asyncio.to_thread(abandon)
+    aborted = 'groupcoord_txn_resolved_offsets_total{outcome="aborted",source="describe"}'
+    await rc.wait_until(lambda: txn_metric(sidecar, aborted) == 1, 30,
+                        "the abandoned offsets dropped", explain=lambda: explain(stack, sidecar))
+    assert await fetch_offsets(sidecar.port, g, tin, 1, stable=True) == {0: (-1, 0)}
+    assert await fetch_offsets(upstream.port, "__groupcoord_txn." + g, tin, 1,
+                               stable=True) == {0: (-1, 0)}  # fmt: skip
+    assert txn_metric(sidecar, "groupcoord_txn_pending_offsets") == 0
+    del p
+
+
 async def _settled(port: int, group: str, topic: str) -> bool:
     offsets = await fetch_offsets(port, group, topic, 1, stable=True)
     return all(error == 0 for _, error in offsets.values())

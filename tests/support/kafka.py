@@ -131,6 +131,8 @@ class KafkaCluster:
             "transaction.state.log.replication.factor": str(rf),
             "transaction.state.log.min.isr": str(min(2, rf)),
             "transaction.state.log.num.partitions": "10",
+            # A timed-out transaction aborted within a second or two, not the default 10 s.
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
             "share.coordinator.state.topic.replication.factor": str(rf),
             "share.coordinator.state.topic.min.isr": str(min(2, rf)),
             "share.coordinator.state.topic.num.partitions": "5",
