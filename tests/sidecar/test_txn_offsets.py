@@ -337,7 +337,11 @@ async def test_commit_abort_fence_as_straight_to_the_upstream(
     metrics = sidecar.metrics()
     assert "groupcoord_txn_pending_offsets 0.0" in metrics
     assert 'groupcoord_txn_resolved_offsets_total{outcome="committed",source="end_txn"}' in metrics
-    assert 'groupcoord_txn_resolved_offsets_total{outcome="aborted",source="fencing"}' in metrics
+    # The zombie's offset: dropped when its successor's InitProducerId passed, or on Kafka by
+    # its described state if the witness got there first (a loaded machine).
+    zombie = [f'groupcoord_txn_resolved_offsets_total{{outcome="aborted",source="{source}"}}'
+              for source in ("fencing", "describe")]  # fmt: skip
+    assert zombie[0] in metrics or (upstream.kind == "kafka" and zombie[1] in metrics), metrics
 
 
 def java_txn(peers: Any, bootstrap: str, group: str, tin: str, tout: str) -> list[Any]:
