@@ -99,6 +99,32 @@ def _kafka3_session(peers_dir: Path, tmp_path_factory: pytest.TempPathFactory
         cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def _kafka_secure_session(peers_dir: Path, tmp_path_factory: pytest.TempPathFactory
+                          ) -> Iterator[Any]:
+    from tests.support.kafka import SECURE_USERS, KafkaCluster, Secured
+    from tests.support.tls import make_certs
+
+    certs = make_certs(tmp_path_factory.mktemp("kafka-secure-certs"))
+    security = Secured(certs.ca, certs.server_cert, certs.server_key, SECURE_USERS)
+    cluster = KafkaCluster(peers_dir, tmp_path_factory.mktemp("kafka-secure"), size=1,
+                           security=security)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def kafka_secure(_kafka_secure_session: Any) -> Any:
+    """Apache Kafka 4.4, one KRaft node with SSL and SASL_SSL (SCRAM-SHA-512, users
+    tests.support.kafka.SECURE_USERS) listeners beside PLAINTEXT (tests/support/kafka.py
+    `Secured`); started only by the tests that ask for it, shared like `kafka`.
+    `.security.ca` verifies it."""
+    _kafka_secure_session.heal()
+    return _kafka_secure_session
+
+
 @pytest.fixture
 def kafka(_kafka_session: Any) -> Any:
     """Apache Kafka 4.4, one KRaft node, shared by the whole run (tests/support/kafka.py): keep
@@ -120,7 +146,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     """A failing test that used a Kafka cluster carries the tail of every node's log."""
     report = yield
     if report.failed:
-        for name in ("_kafka_session", "_kafka3_session"):
+        for name in ("_kafka_session", "_kafka3_session", "_kafka_secure_session"):
             cluster = getattr(item, "funcargs", {}).get(name)
             if cluster is not None:
                 report.sections.append((f"Kafka logs ({name.strip('_')})", cluster.explain()))

@@ -164,6 +164,32 @@ def ended_by_fencing(
     ]  # fmt: skip
 
 
+# DescribeTransactions' states (Kafka's TransactionState names): markers still being written.
+_PREPARING = frozenset({"PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+_OVER = frozenset({"CompleteCommit", "CompleteAbort", "Empty", "Dead"})
+
+
+def ended_by_state(
+    entries: Iterable[Entry], state: str | None, producer_id: int, producer_epoch: int
+) -> list[Entry]:
+    """The entries whose transaction a DescribeTransactions answer for their transactional id
+    shows over, with its markers written (so the shadow group now tells the outcome).
+    `state` None: the transactional id is unknown upstream (TRANSACTIONAL_ID_NOT_FOUND: Kafka
+    expires only an id with no transaction open). While markers are being written (Prepare*),
+    nothing is over yet: with KIP-890's epoch bump the prepared epoch is already the next one.
+    Otherwise a later producer id or epoch began after ours completed; the same one is over once
+    Complete*, Empty or Dead, and still open while Ongoing."""
+    if state is None:
+        return list(entries)
+    if state in _PREPARING:
+        return []
+    return [
+        (k, v) for k, v in entries
+        if k.producer_id != producer_id or v.producer_epoch < producer_epoch
+        or (v.producer_epoch == producer_epoch and state in _OVER)
+    ]  # fmt: skip
+
+
 def witnessed(entries: Iterable[Entry], shadow: dict[tuple[str, int], int]) -> list[Entry]:
     """The entries whose offset the upstream's copy of the group (`shadow`: (topic, partition)
     -> committed offset) shows: their transaction committed. An aborted staging equal to the

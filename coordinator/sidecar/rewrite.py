@@ -93,6 +93,7 @@ _KIO_NAMES: Final = {  # kio's module name and class name prefix for each API th
     26: ("end_txn", "EndTxn"),
     28: ("txn_offset_commit", "TxnOffsetCommit"),
     27: ("write_txn_markers", "WriteTxnMarkers"),  # the fleet's outcome notices, member to member
+    65: ("describe_transactions", "DescribeTransactions"),  # the txn witness's, where offered
 }
 VERSION_CAPS: Final = {
     PRODUCE: 9,  # v10 adds NodeEndpoints (KIP-951)

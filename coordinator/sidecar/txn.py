@@ -39,9 +39,14 @@ The mechanism: observed outcome, with the upstream's own group coordinator as th
   * every CHECK_INTERVAL_S, pending offsets older than WITNESS_AFTER_MS are compared with the
     shadow group's committed offsets (OffsetFetch upstream): one it shows is committed (those
     whose client died while its EndTxn was in flight, and a notice that never arrived);
-  * the bounded fallback: a pending offset older than ABORT_AFTER_MS (Kafka's
-    transaction.max.timeout.ms, 15 minutes: no transaction lives longer upstream) that the
-    shadow does not show is dropped.
+  * where the upstream offers DescribeTransactions (Apache Kafka; coordinator.sidecar
+    .txn_witness), the same pending offsets' transactional ids are described: a transaction
+    shown over with its markers written is settled by the shadow group read after it, an
+    abort included (a client that died mid-transaction: within seconds of the upstream's
+    timeout aborting it); one shown open is kept whatever its age;
+  * the bounded fallback, needed for tansu (or a describe that got no answer): a pending offset
+    older than ABORT_AFTER_MS (Kafka's transaction.max.timeout.ms, 15 minutes: no transaction
+    lives longer upstream) that the shadow does not show is dropped.
 Why not Kafka's own way (transactional records in the state topic under the client's producer
 id, markers written by the upstream): `--state local` has no state topic; the fleet's claims,
 lease checks and loading read the state partitions to their end, which an open transaction would
@@ -49,12 +54,15 @@ hold back (read_committed stops at the last stable offset) for as long as the tr
 and it would need the client's sequence numbers on a partition the client never writes. tansu
 0.6.0 offers neither DescribeTransactions nor ListTransactions, and its OffsetFetch does not answer
 UNSTABLE_OFFSET_COMMIT (a pending offset reads as absent): the shadow group's committed offsets are
-what it says reliably, so only commits are witnessed and aborts come from EndTxn, fencing, or the
-bound.
+what it says reliably, so there only commits are witnessed and aborts come from EndTxn, fencing,
+or the bound; Kafka's DescribeTransactions adds the aborts (above). What tansu needs of this
+module, and Kafka no longer does: the 15-minute bound.
 
 Invariants:
 - No pending offset becomes committed without a commit seen (an EndTxn(commit) answer, or the
-  upstream showing that offset committed in the shadow group). An aborted staging equal to the
+  upstream showing that offset committed in the shadow group). No pending offset is dropped
+  for not being shown committed unless its transaction is known over (EndTxn, fencing, a
+  described state) or past the bound. An aborted staging equal to the
   previously committed shadow offset reads as committed, which changes no offset.
 - A pending offset exists here only if the upstream holds it in the transaction too.
 - In a fleet, a TxnOffsetCommit is answered by the group's owner (forwarded there); pending
@@ -102,7 +110,8 @@ from coordinator.sidecar.txn_notice import (
     read_notices,
     unacknowledged,
 )
-from coordinator.sidecar.upstream import Broker, UpstreamUnavailable
+from coordinator.sidecar.txn_witness import Coordinators, Transactions, shadow_offsets
+from coordinator.sidecar.upstream import UpstreamUnavailable
 from protocol.codec import RequestHeader
 
 if TYPE_CHECKING:
@@ -130,8 +139,6 @@ INIT_PRODUCER_ID: Final = 22
 ADD_OFFSETS_TO_TXN: Final = 25
 END_TXN: Final = 26
 TXN_OFFSET_COMMIT: Final = 28
-OFFSET_FETCH: Final = 9
-FIND_COORDINATOR: Final = 10
 # Forwarded upstream, read on their way (AddOffsetsToTxn rewritten): handled as whole frames.
 OBSERVED: Final = frozenset({INIT_PRODUCER_ID, ADD_OFFSETS_TO_TXN, END_TXN})
 SHADOW_PREFIX: Final = "__groupcoord_txn."
@@ -313,7 +320,8 @@ class TxnOffsets:
         self.sidecar = sidecar
         self.server = sidecar.server
         self.resolved: Counter[tuple[str, str]] = Counter()  # (outcome, source) -> entries
-        self._coordinators: dict[str, Broker] = {}  # shadow group -> its upstream coordinator
+        self.coordinators = Coordinators(sidecar)  # the upstream's, of shadow groups and txn ids
+        self.transactions = Transactions(self.coordinators)
         self._checking = False
         self.added = AddedOffsets()  # in a fleet: what to tell the owners (txn_notice)
 
@@ -420,29 +428,15 @@ class TxnOffsets:
     async def _shadow_commit(self, request: Any, version: int) -> Any:
         shadow = shadow_request(request)
         for attempt in range(2):
-            broker = await self._coordinator(shadow.group_id)
+            broker = await self.coordinators.find(shadow.group_id)
             frame = await broker.request(shadow)
             response = rewrite.decode_response(TXN_OFFSET_COMMIT, version, frame)
             errors = {p.error_code for t in response.topics for p in t.partitions}
             if attempt == 0 and errors & _RETRIABLE_UPSTREAM:
-                self._coordinators.pop(shadow.group_id, None)
+                self.coordinators.forget(shadow.group_id)
                 continue
             return response
         return response
-
-    async def _coordinator(self, group: str) -> Broker:
-        """The upstream broker coordinating `group` (FindCoordinator, cached)."""
-        broker = self._coordinators.get(group)
-        if broker is not None:
-            return broker
-        upstreams = self.sidecar.upstreams
-        cls: Any = rewrite.request_class(FIND_COORDINATOR, 1)
-        any_broker, frame = await upstreams.request_any(cls(key=group, key_type=0))
-        response = rewrite.decode_response(FIND_COORDINATOR, 1, frame)
-        broker = upstreams.brokers.get(int(response.node_id), any_broker)
-        if response.error_code == ErrorCode.none:
-            self._coordinators[group] = broker
-        return broker
 
     # -- answers passing through -----------------------------------------------------------------
 
@@ -673,16 +667,35 @@ class TxnOffsets:
             return
         self._checking = True
         try:
+            # What the shadow groups show committed (every upstream); never an abort: an offset
+            # not shown may belong to a transaction still open, or one whose markers are late.
             await self._witness(old, "witness", abort_rest=False)
+            # Where the upstream describes transactions (Kafka; tansu 0.6.0 does not): those it
+            # shows over are settled by the shadow read after it, aborts included; those it
+            # shows open are kept, whatever their age (coordinator.sidecar.txn_witness).
+            over, unknown = await self.transactions.ended(self._still_pending(old))
+            if over:
+                await self._witness(over, "describe", abort_rest=True)
+            # The bound, only where the state could not be learned (tansu, or no answer).
+            expired = {g: kept for g, entries in expired.items()
+                       if (kept := [e for e in entries if e in unknown.get(g, ())])}  # fmt: skip
             if expired:
                 await self._witness(expired, "timeout", abort_rest=True)
         finally:
             self._checking = False
 
+    def _still_pending(self, entries: dict[str, list[Entry]]) -> dict[str, list[Entry]]:
+        core = self.server.core
+        return {g: kept for g, listed in entries.items()
+                if (kept := [e for e in core.txn_pending(g) if e in listed])}  # fmt: skip
+
     async def _witness(self, ended: dict[str, list[Entry]], source: str, abort_rest: bool) -> bool:
         """Commit the entries the shadow groups show committed; with `abort_rest`, drop the
         others (their transactions are known to be over). False: a shadow could not be read."""
-        shadows = {g: await self._shadow_offsets(g, entries) for g, entries in ended.items()}
+        shadows = {
+            g: await shadow_offsets(self.coordinators, shadow_group(g), entries)
+            for g, entries in ended.items()
+        }
         core = self.server.core
         runtime = self.server.runtime
         if runtime is None:
@@ -706,36 +719,6 @@ class TxnOffsets:
         if fx.records:
             runtime.apply(fx)
         return all(shadow is not None for shadow in shadows.values())
-
-    async def _shadow_offsets(
-        self, group_id: str, entries: list[Entry]
-    ) -> dict[tuple[str, int], int] | None:
-        """The shadow group's committed offsets upstream for the partitions of `entries`; None
-        when they cannot be read. The partitions are named: tansu 0.6.0 answers an OffsetFetch
-        for all topics (null) with a truncated frame."""
-        shadow = shadow_group(group_id)
-        cls: Any = rewrite.request_class(OFFSET_FETCH, 7)
-        topic_cls = rewrite._nested(cls, "OffsetFetchRequestTopic")
-        wanted: dict[str, set[int]] = {}
-        for key, _ in entries:
-            wanted.setdefault(key.topic, set()).add(key.partition)
-        topics = tuple(topic_cls(name=t, partition_indexes=tuple(sorted(p)))
-                       for t, p in sorted(wanted.items()))  # fmt: skip
-        request = cls(group_id=shadow, topics=topics, require_stable=False)
-        try:
-            broker = await self._coordinator(shadow)
-            frame = await broker.request(request)
-            response = rewrite.decode_response(OFFSET_FETCH, 7, frame)
-        except (UpstreamUnavailable, RewriteError) as exc:
-            log.debug("cannot read the shadow offsets of %s: %s", group_id, exc)
-            return None
-        if response.error_code != ErrorCode.none:
-            self._coordinators.pop(shadow, None)
-            return None
-        return {
-            (t.name, int(p.partition_index)): int(p.committed_offset)
-            for t in response.topics for p in t.partitions if p.error_code == ErrorCode.none
-        }  # fmt: skip
 
     def _count(self, fx: Effects, more: Effects, outcome: str, source: str, count: int) -> None:
         fx.records += more.records

@@ -83,6 +83,27 @@ def test_fencing_and_witness() -> None:
     assert c.committed_offsets("g")[("in", 0)].offset == 5 and c.txn_pending("g") == []
 
 
+def test_a_transaction_is_over_by_its_described_state() -> None:
+    """DescribeTransactions (Kafka) as the witness reads it: over once its markers are written
+    (Complete*, Empty, Dead, or a later producer id or epoch begun), never while Ongoing or
+    while markers are being written (Prepare*, whose epoch KIP-890 already bumped)."""
+    c = core()
+    c.txn_stage(commit(5, epoch=3), 0)
+    entries = c.txn_pending("g")
+    over = {
+        state: len(t.ended_by_state(entries, state, 7, 3))
+        for state in ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence",
+                      "CompleteCommit", "CompleteAbort", "Empty", "Dead")
+    }  # fmt: skip
+    assert over == {"Ongoing": 0, "PrepareCommit": 0, "PrepareAbort": 0, "PrepareEpochFence": 0,
+                    "CompleteCommit": 1, "CompleteAbort": 1, "Empty": 1, "Dead": 1}  # fmt: skip
+    assert len(t.ended_by_state(entries, "Ongoing", 7, 4)) == 1  # a later epoch's transaction
+    assert len(t.ended_by_state(entries, "Ongoing", 8, 0)) == 1  # a new producer id
+    assert t.ended_by_state(entries, "PrepareCommit", 7, 4) == []  # KIP-890: bumped, preparing
+    assert t.ended_by_state(entries, "Ongoing", 7, 2) == []  # an older epoch: not ours to end
+    assert len(t.ended_by_state(entries, None, -1, -1)) == 1  # the id expired upstream
+
+
 def test_stale_generation_is_illegal() -> None:
     c = core()
     assert c.txn_check(commit(5, generation=3)) is E.illegal_generation

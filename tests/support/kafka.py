@@ -15,6 +15,10 @@ Invariants:
   dead before handing the cluster to the next test (`heal`);
 - Kafka is never skipped silently: a machine whose peers lack it fails the fixture with the reason
   (the upstream suites are measured against Kafka, see tests/support/peers.py).
+- A cluster made with `security` (`Secured`) has, beside PLAINTEXT (inter-broker traffic and the
+  readiness probe), an SSL and a SASL_SSL listener on every node: PEM key and trust stores
+  (Kafka 4 reads them as they are), SCRAM-SHA-512 as the SASL mechanism, its users created at
+  format time (`StorageTool format --add-scram`). `bootstrap_for("SASL_SSL")` is its address list.
 """
 
 from __future__ import annotations
@@ -69,6 +73,22 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
+SECURED_LISTENERS = ("SSL", "SASL_SSL")
+SECURE_USERS = {"alice": "alice-secret"}  # the `kafka_secure` fixture's SCRAM-SHA-512 users
+
+
+@dataclass(frozen=True)
+class Secured:
+    """TLS and SCRAM for a cluster's SSL and SASL_SSL listeners: the server certificate and key
+    (PEM, for 127.0.0.1; tests.support.tls), the CA clients verify it with, and the SCRAM-SHA-512
+    users (name -> password)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+    users: dict[str, str]
+
+
 @dataclass
 class Node:
     node_id: int
@@ -76,10 +96,15 @@ class Node:
     controller_port: int
     root: Path
     proc: subprocess.Popen[bytes] | None = None
+    secured_ports: dict[str, int] = field(default_factory=dict)  # listener name -> port
 
     @property
     def address(self) -> str:
         return f"{HOST}:{self.port}"
+
+    def listeners(self) -> dict[str, int]:
+        """Every client listener: name (= security protocol) -> port."""
+        return {"PLAINTEXT": self.port, **self.secured_ports}
 
     @property
     def log_path(self) -> Path:
@@ -97,12 +122,17 @@ class KafkaCluster:
     root: Path
     size: int = 1
     overrides: dict[str, str] = field(default_factory=dict)
+    security: Secured | None = None
     nodes: list[Node] = field(default_factory=list)
     cluster_id: str = ""
 
     @property
     def bootstrap(self) -> str:
         return ",".join(n.address for n in self.nodes)
+
+    def bootstrap_for(self, listener: str) -> str:
+        """The address list of one listener: PLAINTEXT, or with `security` SSL or SASL_SSL."""
+        return ",".join(f"{HOST}:{n.listeners()[listener]}" for n in self.nodes)
 
     @property
     def replication(self) -> int:
@@ -116,21 +146,25 @@ class KafkaCluster:
     def _properties(self, node: Node) -> str:
         voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in self.nodes)
         rf = self.replication
+        clients = ",".join(f"{name}://{HOST}:{port}" for name, port in node.listeners().items())
+        protocols = ",".join(f"{name}:{name}" for name in node.listeners())
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{HOST}:{node.port},CONTROLLER://{HOST}:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{node.port}",
+            "listeners": f"{clients},CONTROLLER://{HOST}:{node.controller_port}",
+            "advertised.listeners": clients,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": f"{protocols},CONTROLLER:PLAINTEXT",
             "log.dirs": str(node.root / "data"),
             "offsets.topic.replication.factor": str(rf),
             "offsets.topic.num.partitions": "10",
             "transaction.state.log.replication.factor": str(rf),
             "transaction.state.log.min.isr": str(min(2, rf)),
             "transaction.state.log.num.partitions": "10",
+            # A timed-out transaction aborted within a second or two, not the default 10 s.
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
             "share.coordinator.state.topic.replication.factor": str(rf),
             "share.coordinator.state.topic.min.isr": str(min(2, rf)),
             "share.coordinator.state.topic.num.partitions": "5",
@@ -143,8 +177,9 @@ class KafkaCluster:
             "group.consumer.min.heartbeat.interval.ms": "500",
             "group.consumer.session.timeout.ms": "10000",
             "group.consumer.min.session.timeout.ms": "1000",
-            # The classic protocol's bound (Kafka 4.4 has no group.classic.* name for it): the
-            # fleet's own membership uses a 4 s session, below the 6 s default.
+            # Classic groups' bounds are group.min/max.session.timeout.ms (Kafka 4.4 has no
+            # group.classic.* name for them): the fleet's members join with 4 s, under the 6 s
+            # default minimum.
             "group.min.session.timeout.ms": "1000",
             "group.share.min.record.lock.duration.ms": "1000",
             "log.segment.bytes": str(16 << 20),
@@ -158,9 +193,36 @@ class KafkaCluster:
             "broker.heartbeat.interval.ms": "500",
             "controller.quorum.election.timeout.ms": "1000",
             "controller.quorum.fetch.timeout.ms": "2000",
+            **self._secured_properties(node),
             **self.overrides,
         }
         return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def _secured_properties(self, node: Node) -> dict[str, str]:
+        """TLS with PEM stores (a key store file holding the key and its certificate chain) and
+        SCRAM-SHA-512 on the SASL_SSL listener; nothing without `security`."""
+        sec = self.security
+        if sec is None:
+            return {}
+        keystore = node.root / "keystore.pem"
+        keystore.write_text(sec.key.read_text() + sec.cert.read_text())
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(sec.ca),
+            "ssl.client.auth": "none",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram,
+        }
+
+    def _scram_users(self) -> list[str]:
+        """StorageTool format's --add-scram arguments: the users exist before the first start."""
+        users = self.security.users if self.security is not None else {}
+        return [arg for name, password in users.items()
+                for arg in ("--add-scram", f"SCRAM-SHA-512=[name={name},password={password}]")]
 
     def format(self) -> None:
         if not installed(self.peers):
@@ -168,8 +230,9 @@ class KafkaCluster:
                                  "`make peers` (it needs mvn and java)")
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "log4j2.properties").write_text(LOG4J)
-        ports = [rc.free_port() for _ in range(2 * self.size)]
-        self.nodes = [Node(i + 1, ports[2 * i], ports[2 * i + 1], self.root / f"node-{i + 1}")
+        secured = SECURED_LISTENERS if self.security is not None else ()
+        self.nodes = [Node(i + 1, rc.free_port(), rc.free_port(), self.root / f"node-{i + 1}",
+                           secured_ports={name: rc.free_port() for name in secured})
                       for i in range(self.size)]
         self.cluster_id = _random_cluster_id()
         procs = []
@@ -179,6 +242,7 @@ class KafkaCluster:
             procs.append(subprocess.Popen(
                 self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                            "-c", str(node.root / "server.properties"), "--ignore-formatted",
+                           *self._scram_users(),
                            jvm=["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]),
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
         for node, proc in zip(self.nodes, procs, strict=True):

@@ -245,6 +245,11 @@ class Upstream:
     tansu: Tansu | None = None
     kafka: Any = None  # tests.support.kafka.KafkaCluster
 
+    @property
+    def port(self) -> int:
+        """The first broker's port (a raw client's way straight to the upstream)."""
+        return int(self.bootstrap.split(",")[0].rsplit(":", 1)[1])
+
     def name(self, prefix: str) -> str:
         from tests.support.kafka import unique
 
