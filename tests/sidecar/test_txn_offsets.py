@@ -366,6 +366,10 @@ async def test_java_send_offsets_to_transaction(
     aborted ones not."""
     if not (java_peers / "java" / "classes" / "TxnDriver.class").is_file():
         pytest.skip("tests/java/TxnDriver.java not compiled (run `make peers`)")
+    if upstream.kind == "tansu":
+        # Straight against tansu, before any sidecar: kafka-clients 4.4's read_committed consumer
+        # reads none of the 5 records in 60 s (3.9.1's did). tansu's alone; Kafka 4.4 passes.
+        pytest.skip("kafka-clients 4.4 reads nothing from tansu 0.6.0 under read_committed")
     names, sidecar = await _setup(stack, upstream, {"tin": 1, "tout": 1, "din": 1, "dout": 1})
     g, d = upstream.name("g"), upstream.name("d")
     await produce(upstream.bootstrap, names["din"], [f"k{i}" for i in range(10)])
