@@ -97,6 +97,10 @@ class KafkaCluster:
     root: Path
     size: int = 1
     overrides: dict[str, str] = field(default_factory=dict)
+    # The nodes' JVM options, and a command each node's java runs under (the bench passes its
+    # server JVM and `taskset -c CORE`: bench/servers.py start_kafka).
+    jvm: list[str] = field(default_factory=lambda: list(JVM))
+    launcher: list[str] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
     cluster_id: str = ""
 
@@ -143,7 +147,7 @@ class KafkaCluster:
             "group.consumer.min.heartbeat.interval.ms": "500",
             "group.consumer.session.timeout.ms": "10000",
             "group.consumer.min.session.timeout.ms": "1000",
-            "group.classic.min.session.timeout.ms": "1000",
+            "group.min.session.timeout.ms": "1000",  # the classic protocol's (default 6000)
             "group.share.min.record.lock.duration.ms": "1000",
             "log.segment.bytes": str(16 << 20),
             "log.retention.check.interval.ms": "60000",
@@ -190,7 +194,8 @@ class KafkaCluster:
         assert not node.alive(), f"node {node.node_id} is already running"
         with node.log_path.open("ab") as log:
             node.proc = subprocess.Popen(
-                self._java("kafka.Kafka", str(node.root / "server.properties"), jvm=JVM),
+                [*self.launcher,
+                 *self._java("kafka.Kafka", str(node.root / "server.properties"), jvm=self.jvm)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
 
