@@ -343,6 +343,10 @@ def fmt(v: float | None) -> str:
     return f"{v:.3g}"
 
 
+def fmt_ratio(v: float | None) -> str:
+    return "-" if v is None or math.isnan(v) else f"{v:.2f}"
+
+
 def build_rows(
     selected: list[Scenario], results: dict[str, dict[str, dict[str, float]]]
 ) -> list[dict[str, object]]:
@@ -398,7 +402,7 @@ def print_table(rows: list[dict[str, object]], versus: str = "tansu") -> None:
                 str(r["unit"]),
                 fmt(r["groupcoord"]),  # type: ignore[arg-type]
                 fmt(r[versus]),  # type: ignore[arg-type]
-                "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
+                fmt_ratio(r["ratio"]),  # type: ignore[arg-type]
                 str(r["target"] or ""),
                 str(r["pass"] or ""),
                 fmt(r["null"]) if r["null"] is not None else "",  # type: ignore[arg-type]

@@ -39,7 +39,9 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -168,6 +170,7 @@ Measure = Callable[[servers.Server, str], Awaitable[dict[str, float]]]
 
 async def pair(
     ctx: Context,
+    what: str,
     measure: Measure,
     groupcoord_args: list[str] | None = None,
     kafka_overrides: dict[str, str] | None = None,
@@ -177,14 +180,18 @@ async def pair(
     (tag "warm-": its own groups). groupcoord's keys land plain (with `groupcoord_key_suffix`),
     Kafka's as `kafka.` + key."""
     out: dict[str, float] = {}
+    progress(f"{what} on groupcoord")
     gc = servers.start_groupcoord(ctx.server_core, groupcoord_args)
     try:
         out |= {k + groupcoord_key_suffix: v for k, v in (await measure(gc, "")).items()}
     finally:
         gc.stop()
+    progress(f"{what} on Kafka: start")
     kafka = await start_kafka(ctx.server_core, kafka_overrides)
     try:
+        progress(f"{what} on Kafka: warm-up pass")
         await measure(kafka, "warm-")
+        progress(f"{what} on Kafka: measured pass")
         out |= {"kafka." + k: v for k, v in (await measure(kafka, "")).items()}
     except Exception:
         print(f"[bench] kafka log tail:\n{kafka.log_tail(20)}", flush=True)
@@ -192,6 +199,10 @@ async def pair(
     finally:
         kafka.stop()
     return out
+
+
+def progress(what: str) -> None:
+    print(f"[bench]   {what} ...", file=sys.stderr, flush=True)
 
 
 def kafka_metrics() -> list[Metric]:
@@ -278,9 +289,11 @@ async def commits(ctx: Context) -> dict[str, float]:
     try:
         out = await pair(
             ctx,
+            "commits",
             lambda s, t: commit_measure(ctx, s, t),
             ["--data-dir", str(data[0]), *topic, "--fsync", "interval:1000"],
         )
+        progress("commits on groupcoord --fsync always")
         gc = servers.start_groupcoord(
             ctx.server_core, ["--data-dir", str(data[1]), *topic, "--fsync", "always"]
         )
@@ -309,17 +322,18 @@ async def rss_measure(ctx: Context, server: servers.Server, tag: str) -> dict[st
         finally:
             loadgen.close_all(conns)
         return {}
-    heap0 = live_heap_mb(server.pid) if server.name == "kafka" else float("nan")
+    jvm = server.name == "kafka"
+    heap0 = live_heap_mb(server.pid) if jvm else 0.0
     got = await rss(ctx, server)
-    # The members stay in their groups until their sessions expire (60 s): their state is live.
-    heap1 = live_heap_mb(server.pid) if server.name == "kafka" else float("nan")
-    return {
+    out = {
         "rss_per_1000": got["rss_per_member"] * 1000 / 1024,
-        "heap_per_1000": (heap1 - heap0) * 1000 / n,
         "rss_before": got["rss_before"],
         "rss_after": got["rss_after"],
         "rss_setup_s": got["rss_setup_s"],
     }
+    if jvm:  # the members stay in their groups until their sessions expire (60 s): live state
+        out["heap_per_1000"] = (live_heap_mb(server.pid) - heap0) * 1000 / n
+    return out
 
 
 async def kip848_measure(server: servers.Server, tag: str) -> dict[str, float]:
@@ -339,11 +353,19 @@ async def kip848_measure(server: servers.Server, tag: str) -> dict[str, float]:
 )
 async def kafka(ctx: Context, _server: object) -> dict[str, float]:
     out: dict[str, float] = {}
-    out |= await pair(ctx, lambda s, t: hb_measure(ctx, s, t))
-    out |= await pair(ctx, storm_measure)
-    out |= await commits(ctx)
-    out |= await pair(ctx, lambda s, t: rss_measure(ctx, s, t))
-    out |= await pair(ctx, kip848_measure, KIP848_GROUPCOORD, KIP848_KAFKA)
+    steps: list[tuple[str, Callable[[], Awaitable[dict[str, float]]]]] = [
+        ("heartbeats", lambda: pair(ctx, "heartbeats", lambda s, t: hb_measure(ctx, s, t))),
+        ("join storm", lambda: pair(ctx, "join storm", storm_measure)),
+        ("commits", lambda: commits(ctx)),
+        ("RSS", lambda: pair(ctx, "RSS", lambda s, t: rss_measure(ctx, s, t))),
+        ("KIP-848", lambda: pair(ctx, "KIP-848", kip848_measure, KIP848_GROUPCOORD, KIP848_KAFKA)),
+    ]
+    for name, step in steps:  # a failed comparison is a note; the others still report
+        try:
+            out |= await step()
+        except Exception as e:
+            ctx.notes.append(f"kafka/{name}: failed: {type(e).__name__}: {e}")
+            traceback.print_exc()
     ctx.kafka_notes += [
         "Kafka: one KRaft node as kafka-server-start.sh runs it (G1, -Xms1G -Xmx1G, its default "
         "threads and 50 offsets partitions), pinned to the server core as groupcoord is; every "

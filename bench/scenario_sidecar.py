@@ -15,6 +15,8 @@ own 4-partition topic, and the same raw-protocol load (measuring the servers, no
 Direct and sidecar phases alternate (direct first) for 2 rounds (--quick) or 3, and each path keeps
 its best round: a moment when other work takes the shared cores does not decide the ratio.
 Columns: groupcoord = through the sidecar, tansu = direct; the ratio rows carry the goals.
+`compare` is the whole measurement for any upstream: bench/scenario_kafka.py's `sidecar_kafka`
+runs it with Apache Kafka as the upstream (sidecar vs Kafka direct).
 """
 
 from __future__ import annotations
