@@ -408,6 +408,9 @@ def print_table(rows: list[dict[str, object]], versus: str = "tansu") -> None:
                 fmt(r["null"]) if r["null"] is not None else "",  # type: ignore[arg-type]
             ]
         )
+    if versus != "tansu":  # the null responder calibrates only the heartbeat scenario
+        table = [row[:-1] for row in table]
+        header = table[0]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     right = {3, 4, 5, 8}
     for k, row in enumerate(table):

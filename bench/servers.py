@@ -227,8 +227,14 @@ KAFKA_JVM = [
     "-XX:MaxInlineLevel=15",
     "-Djava.awt.headless=true",
 ]
-# Kafka's own defaults where tests/support/kafka.py shrinks them for a test cluster on 2 cores.
+# Kafka's own defaults where tests/support/kafka.py shrinks them for a test cluster on 2 cores or
+# for fast failover (a broker fenced after 3 s without a heartbeat to its controller would, on a
+# busy core, drop its partitions mid-measure: its coordinators answer "loading"). As groupcoord is
+# run here, the classic protocol's initial rebalance delay stays 0 (the tests' setting).
 KAFKA_AS_SHIPPED = {
+    "broker.session.timeout.ms": "9000",
+    "broker.heartbeat.interval.ms": "2000",
+    "group.consumer.session.timeout.ms": "45000",
     "num.network.threads": "3",
     "num.io.threads": "8",
     "background.threads": "10",
