@@ -32,7 +32,8 @@ venv: $(VENV)/.installed
 run: $(VENV)/.installed
 	$(BIN)/groupcoord serve --listen $(LISTEN) --data-dir $(DATA) --metrics-listen $(METRICS) $(ARGS)
 
-# Real peers for the tests and benchmarks: the Java client, tansu, kafkajs.
+# Real peers for the tests and benchmarks: Apache Kafka 4.4 (the broker `make bench` measures
+# groupcoord against, and the tests' upstream), the Java client, tansu, kafkajs.
 peers: $(VENV)/.installed-test
 	$(BIN)/python -m tests.support.peers install --dir $(PEERS)
 
