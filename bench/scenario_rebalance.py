@@ -172,8 +172,8 @@ async def create_topic(port: int, partitions: int) -> None:
         conn.close()
 
 
-async def run_consumer(port: int, n: int) -> tuple[float, float]:
-    g = Consumer("rb-consumer", n, 2 * n)
+async def run_consumer(port: int, n: int, group_id: str = "rb-consumer") -> tuple[float, float]:
+    g = Consumer(group_id, n, 2 * n)
 
     def member(conn: Any, i: int, done: Settled, stop: asyncio.Event) -> Any:
         return consumer_member(conn, g, done, stop)

@@ -15,6 +15,8 @@ own 4-partition topic, and the same raw-protocol load (measuring the servers, no
 Direct and sidecar phases alternate (direct first) for 2 rounds (--quick) or 3, and each path keeps
 its best round: a moment when other work takes the shared cores does not decide the ratio.
 Columns: groupcoord = through the sidecar, tansu = direct; the ratio rows carry the goals.
+`compare` is the whole measurement for any upstream: bench/scenario_kafka.py's `sidecar_kafka`
+runs it with Apache Kafka as the upstream (sidecar vs Kafka direct).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import asyncio
 import struct
 import subprocess
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bench import loadgen, servers, wire
@@ -226,45 +229,74 @@ async def broker_port(bootstrap: int) -> int:
     return r.i32()
 
 
+METRICS = [
+    Metric("produce_mb_s", "produce throughput", "MB/s"),
+    Metric("produce_msgs_s", "produce throughput", "msgs/s"),
+    Metric("produce_p99", "produce p99 under load", "ms"),
+    Metric("consume_mb_s", "consume throughput", "MB/s"),
+    Metric("consume_msgs_s", "consume throughput", "msgs/s"),
+    Metric("produce_ratio", "produce: sidecar / direct", "ratio", Goal(">=", 0.8)),
+    Metric("consume_ratio", "consume: sidecar / direct", "ratio", Goal(">=", 0.8)),
+    Metric("lat_produce_p99", "1-record produce p99, unloaded", "ms"),
+    Metric("lat_fetch_p99", "1-record fetch p99, unloaded", "ms"),
+    Metric("added_produce_p99", "added produce p99 (sidecar - direct)", "ms", Goal("<", 2)),
+    Metric("added_fetch_p99", "added fetch p99 (sidecar - direct)", "ms", Goal("<", 2)),
+    Metric("errors", "errors (produce + fetch)", "count", Goal("<", 1)),
+]
+
+
 @register(
     "sidecar",
     "sidecar mode: produce/consume through groupcoord (groupcoord) vs straight to tansu (tansu)",
-    [
-        Metric("produce_mb_s", "produce throughput", "MB/s"),
-        Metric("produce_msgs_s", "produce throughput", "msgs/s"),
-        Metric("produce_p99", "produce p99 under load", "ms"),
-        Metric("consume_mb_s", "consume throughput", "MB/s"),
-        Metric("consume_msgs_s", "consume throughput", "msgs/s"),
-        Metric("produce_ratio", "produce: sidecar / direct", "ratio", Goal(">=", 0.8)),
-        Metric("consume_ratio", "consume: sidecar / direct", "ratio", Goal(">=", 0.8)),
-        Metric("lat_produce_p99", "1-record produce p99, unloaded", "ms"),
-        Metric("lat_fetch_p99", "1-record fetch p99, unloaded", "ms"),
-        Metric("added_produce_p99", "added produce p99 (sidecar - direct)", "ms", Goal("<", 2)),
-        Metric("added_fetch_p99", "added fetch p99 (sidecar - direct)", "ms", Goal("<", 2)),
-        Metric("errors", "errors (produce + fetch)", "count", Goal("<", 1)),
-    ],
+    METRICS,
     serverless=True,
 )
 async def sidecar(ctx: Context, _server: object) -> dict[str, float]:
     path = servers.tansu_path()
     if path is None:
         raise RuntimeError("tansu not installed (make peers)")
-    seconds, latency_count, rounds = (1.5, 300, 2) if ctx.quick else (5.0, 2000, 3)
     tansu = servers.start_tansu(path, None)
+
+    async def create(name: str) -> None:
+        create_topic(tansu, str(path), name)
+
+    try:
+        return await compare(ctx, tansu.port, create, "tansu.")
+    finally:
+        tansu.stop()
+
+
+async def compare(
+    ctx: Context,
+    upstream: int,
+    create: Callable[[str], Awaitable[None]],
+    direct_prefix: str,
+    warm: bool = False,
+) -> dict[str, float]:
+    """The measurements, straight to the broker on `upstream` (keys `direct_prefix` + metric) and
+    through a sidecar in front of it (plain keys); `create(name)` makes a PARTITIONS topic there.
+    `warm`: one produce and consume pass on each path first, not counted (a JVM broker's JIT)."""
+    seconds, latency_count, rounds = (1.5, 300, 2) if ctx.quick else (5.0, 2000, 3)
     proxy: servers.Server | None = None
     try:
         # The data path: a single sidecar with its local log (bench/scenario_fleet.py: a fleet).
         proxy = servers.start_groupcoord(
-            None, ["--upstream", f"{servers.HOST}:{tansu.port}", "--state", "local"]
+            None, ["--upstream", f"{servers.HOST}:{upstream}", "--state", "local"]
         )
-        ports = {"direct": tansu.port, "sidecar": await broker_port(proxy.port)}
+        ports = {"direct": upstream, "sidecar": await broker_port(proxy.port)}
         batch = record_batch(RECORDS_PER_BATCH, RECORD_BYTES)
         mb = len(batch) / RECORDS_PER_BATCH / 1e6  # MB per message, on the wire
         out: dict[str, float] = {}
         errors = {"direct": 0, "sidecar": 0}
         produced: dict[str, Phase] = {}
         for path_name in ("direct", "sidecar"):
-            create_topic(tansu, str(path), f"bench-{path_name}")
+            await create(f"bench-{path_name}")
+        if warm:
+            for p in ("direct", "sidecar"):
+                await create(f"bench-warm-{p}")
+                got = await produce_load(ports[p], f"bench-warm-{p}", seconds, batch)
+                await consume_load(ports[p], f"bench-warm-{p}", seconds, got.messages)
+                await latency(ports[p], f"bench-warm-{p}", latency_count)
         # Rounds alternate direct and sidecar; each path keeps its best round, so a moment when
         # other work takes the shared cores does not decide the ratio.
         total = {"direct": 0, "sidecar": 0}
@@ -289,7 +321,7 @@ async def sidecar(ctx: Context, _server: object) -> dict[str, float]:
                     or got2[0].p99() + got2[1].p99() < lat[p][0].p99() + lat[p][1].p99()
                 ):
                     lat[p] = got2
-        for p, prefix in (("direct", "tansu."), ("sidecar", "")):
+        for p, prefix in (("direct", direct_prefix), ("sidecar", "")):
             pr, co = produced[p], consumed[p]
             out[prefix + "produce_msgs_s"] = pr.rate()
             out[prefix + "produce_mb_s"] = pr.rate() * mb
@@ -300,12 +332,12 @@ async def sidecar(ctx: Context, _server: object) -> dict[str, float]:
             out[prefix + "lat_fetch_p99"] = lat[p][1].p99()
             errors[p] = pr.errors + co.errors + lat[p][0].errors + lat[p][1].errors
             out[prefix + "errors"] = errors[p]
-        out["produce_ratio"] = out["produce_msgs_s"] / max(out["tansu.produce_msgs_s"], 1e-9)
-        out["consume_ratio"] = out["consume_msgs_s"] / max(out["tansu.consume_msgs_s"], 1e-9)
-        out["added_produce_p99"] = out["lat_produce_p99"] - out["tansu.lat_produce_p99"]
-        out["added_fetch_p99"] = out["lat_fetch_p99"] - out["tansu.lat_fetch_p99"]
+        d = direct_prefix
+        out["produce_ratio"] = out["produce_msgs_s"] / max(out[d + "produce_msgs_s"], 1e-9)
+        out["consume_ratio"] = out["consume_msgs_s"] / max(out[d + "consume_msgs_s"], 1e-9)
+        out["added_produce_p99"] = out["lat_produce_p99"] - out[d + "lat_produce_p99"]
+        out["added_fetch_p99"] = out["lat_fetch_p99"] - out[d + "lat_fetch_p99"]
         return out
     finally:
         if proxy is not None:
             proxy.stop()
-        tansu.stop()

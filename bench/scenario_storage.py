@@ -283,6 +283,17 @@ async def drain(committers: list[Committer], timeout_s: float = 30) -> None:
         await asyncio.sleep(0.01)
 
 
+def committers_on(
+    conns: list[loadgen.Conn], partitions: int, prefix: str = "committer"
+) -> list[Committer]:
+    """Committer k on conns[k], committing partitions 0..partitions-1 of TOPIC in group
+    `{prefix}-{k}`."""
+    return [
+        Committer(c, wire.Template.of(*offset_commit_v7(f"{prefix}-{k}", range(partitions), k)))
+        for k, c in enumerate(conns)
+    ]
+
+
 def _phase_metrics(prefix: str, phase: Phase, partitions: int) -> dict[str, float]:
     committed = phase.received * partitions
     return {
@@ -310,12 +321,7 @@ async def commit_load(ctx: Context, partitions: int) -> dict[str, float]:
     conns: list[loadgen.Conn] = []
     try:
         conns = await loadgen.connect_many(servers.HOST, server.port, COMMITTERS)
-        committers = [
-            Committer(
-                c, wire.Template.of(*offset_commit_v7(f"committer-{k}", range(partitions), k))
-            )
-            for k, c in enumerate(conns)
-        ]
+        committers = committers_on(conns, partitions)
         with loadgen._NoGC():
             full = await closed_loop(committers, warmup, measure, port)
         await asyncio.sleep(0.5)

@@ -1,4 +1,5 @@
-"""Start, probe, sample and stop the servers under test (groupcoord and tansu) as subprocesses.
+"""Start, probe, sample and stop the servers under test (groupcoord, tansu, Apache Kafka) as
+subprocesses.
 
 Each server gets a fresh free port on 127.0.0.1 and a fresh temporary directory, is pinned to one
 core (the generator takes another), and is ready when a raw ApiVersions v0 round trip succeeds;
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import wire
+from tests.support.kafka import KafkaCluster
 
 REPO = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -209,3 +211,62 @@ def start_tansu(path: Path, core: int | None) -> Server:
     server = _spawn("tansu", argv, core, {"RUST_LOG": "warn"})
     server.wait_ready()
     return server
+
+
+# Apache Kafka as `bin/kafka-server-start.sh` runs it (its KAFKA_HEAP_OPTS and
+# KAFKA_JVM_PERFORMANCE_OPTS defaults): the JIT's both tiers, G1, a 1 GiB heap committed up front.
+# The tests' KafkaCluster uses a client-sized JVM instead (C1 only, serial GC), not a broker's.
+KAFKA_JVM = [
+    "-Xmx1G",
+    "-Xms1G",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-Djava.awt.headless=true",
+]
+# Kafka's own defaults where tests/support/kafka.py shrinks them for a test cluster on 2 cores or
+# for fast failover (a broker fenced after 3 s without a heartbeat to its controller would, on a
+# busy core, drop its partitions mid-measure: its coordinators answer "loading"). As groupcoord is
+# run here, the classic protocol's initial rebalance delay stays 0 (the tests' setting).
+KAFKA_AS_SHIPPED = {
+    "broker.session.timeout.ms": "9000",
+    "broker.heartbeat.interval.ms": "2000",
+    "group.consumer.session.timeout.ms": "45000",
+    "num.network.threads": "3",
+    "num.io.threads": "8",
+    "background.threads": "10",
+    "offsets.topic.num.partitions": "50",
+    "log.segment.bytes": str(1 << 30),
+    "log.cleaner.dedupe.buffer.size": str(128 << 20),
+}
+
+
+def start_kafka(
+    core: int | None, overrides: dict[str, str] | None = None, base: Path | None = None
+) -> Server:
+    """One KRaft node (broker + controller) from $GROUPCOORD_PEERS/kafka/lib, formatted and
+    started by the tests' KafkaCluster, every JVM thread on `core` (under taskset); its directory
+    is under `base` (default: the system's temporary directory). Ready when the cluster's Metadata
+    names the broker; group APIs need `__consumer_offsets` too (bench/scenario_kafka.py waits)."""
+    root = Path(tempfile.mkdtemp(prefix="bench-kafka-", dir=base))
+    taskset = shutil.which("taskset")
+    cluster = KafkaCluster(
+        peers_dir(),
+        root,
+        1,
+        overrides={**KAFKA_AS_SHIPPED, **(overrides or {})},
+        jvm=list(KAFKA_JVM),
+        launcher=[taskset, "-c", str(core)] if core is not None and taskset else [],
+    )
+    try:
+        cluster.start(timeout=120)
+    except BaseException:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    node = cluster.nodes[0]
+    assert node.proc is not None
+    return Server("kafka", node.proc, node.port, root, node.log_path)
