@@ -350,13 +350,29 @@ def polls(m: rc.Member) -> int:
 # ------------------------------------------------------------------------------- Kafka helpers
 
 
-async def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
+async def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1,
+                       configs: dict[str, str] | None = None) -> None:
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
     await admin.start()
     try:
-        response = await admin.create_topics([NewTopic(name, partitions, replication)])
+        topic = NewTopic(name, partitions, replication, topic_configs=configs or {})
+        response = await admin.create_topics([topic])
+        errors = [e for _, e, *_ in response.topic_errors if e]
+        assert not errors, response
+    finally:
+        await admin.close()
+
+
+async def create_partitions(bootstrap: str, name: str, total: int) -> None:
+    """CreatePartitions (API 37: Kafka has it, tansu 0.6.0 does not): the topic grows to `total`."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    await admin.start()
+    try:
+        response = await admin.create_partitions({name: NewPartitions(total)})
         errors = [e for _, e, *_ in response.topic_errors if e]
         assert not errors, response
     finally:
