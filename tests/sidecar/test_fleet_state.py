@@ -1,6 +1,7 @@
-"""The fleet's state partitions against a real tansu: group placement, persist-then-reply through
-the FleetJournal, the fence (a former owner's write fails and replay ignores it), and the
-compaction-hole repair (the owner rewrites a key a former owner wrote last)."""
+"""The fleet's state partitions against a real tansu and Apache Kafka 4.4: group placement,
+persist-then-reply through the FleetJournal, the fence (a former owner's write fails and replay
+ignores it), and the compaction-hole repair (the owner rewrites a key a former owner wrote
+last)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ from coordinator.sidecar.state_topic import (
     writer_of,
 )
 from coordinator.sidecar.upstream_clients import client_options
-from tests.support.sidecar_util import Stack, stack
+from tests.support.sidecar_util import Upstream, stack, upstream
 
-__all__ = ["stack"]
+__all__ = ["stack", "upstream"]
 
 PARTITIONS = 3
 GROUP = "fenced-group"
@@ -66,9 +67,9 @@ def commit(offset: int) -> Record:
 
 
 @pytest.fixture
-async def topic(stack: Stack, tmp_path: Path) -> AsyncIterator[StateTopic]:
-    tansu = stack.tansu()
-    t = StateTopic("state-test", PARTITIONS, -1, 0, lambda: client_options(tansu.bootstrap))
+async def topic(upstream: Upstream, tmp_path: Path) -> AsyncIterator[StateTopic]:
+    name = upstream.name("state-test")
+    t = StateTopic(name, PARTITIONS, -1, 0, lambda: client_options(upstream.bootstrap))
     await t.start()
     try:
         yield t
