@@ -405,6 +405,26 @@ async def produce(bootstrap: str, topic: str, keys: list[str],
         await producer.stop()
 
 
+async def recreate_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """Delete the topic and create it again under its name (a new topic id). Kafka deletes in
+    the background: CreateTopics answers TOPIC_ALREADY_EXISTS until it is gone, so it is asked
+    again until it succeeds."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    await delete_topic(bootstrap, name)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    await admin.start()
+
+    async def created() -> bool:
+        response = await admin.create_topics([NewTopic(name, partitions, 1)])
+        return not any(e for _, e, *_ in response.topic_errors)
+
+    try:
+        await rc.wait_until(created, 30, f"{name} to be created again", interval=0.2)
+    finally:
+        await admin.close()
+
+
 def upstream_groups(bootstrap: str) -> list[str]:
     """The groups the broker itself coordinates (ListGroups straight to it)."""
     from kafka import KafkaAdminClient
