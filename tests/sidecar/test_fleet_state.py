@@ -62,6 +62,18 @@ def test_the_assignment_is_sticky_and_balanced() -> None:
     assert sorted(p for ps in second.values() for p in ps) == parts
 
 
+def test_the_default_fleet_session_fits_a_stock_kafka() -> None:
+    """The fleet is a classic consumer group on the upstream: a stock Kafka refuses a session
+    below group.min.session.timeout.ms (6000 by default) with INVALID_SESSION_TIMEOUT, and the
+    members' aiokafka clients then never join (the 4 s default formed no fleet there)."""
+    from coordinator.serve.config import SETTINGS
+    from coordinator.sidecar.fleet import FleetOptions
+
+    [setting] = [s for s in SETTINGS if s.name == "fleet_session_timeout_ms"]
+    assert setting.default >= 6_000
+    assert FleetOptions("x:9092").session_timeout_ms >= 6_000
+
+
 def commit(offset: int) -> Record:
     return Record(OffsetCommitKey(GROUP, "t", 0), OffsetCommitValue(offset, -1, "", 1, None))
 

@@ -143,7 +143,9 @@ class KafkaCluster:
             "group.consumer.min.heartbeat.interval.ms": "500",
             "group.consumer.session.timeout.ms": "10000",
             "group.consumer.min.session.timeout.ms": "1000",
-            "group.classic.min.session.timeout.ms": "1000",
+            # The classic groups' lower bound (a stock Kafka's is 6000; "group.classic.min..." is
+            # no Kafka setting: it was ignored, and a 4 s session was refused).
+            "group.min.session.timeout.ms": "1000",
             "group.share.min.record.lock.duration.ms": "1000",
             "log.segment.bytes": str(16 << 20),
             "log.retention.check.interval.ms": "60000",
