@@ -80,6 +80,12 @@ async def started(stack: Stack, up: Upstream | None = None,
     client = await RawClient.connect(sidecar.port)
     try:
         response = await client.call(metadata([name]))
+
+        async def led() -> bool:  # Kafka answers NOT_LEADER_OR_FOLLOWER for a moment
+            listed = await client.call(list_offsets(name=name))
+            return all(p.error_code == ErrorCode.none for p in listed.topics[0].partitions)
+
+        await rc.wait_until(led, 15, f"every partition of {name} to have its leader")
     finally:
         client.close()
     [broker] = response.brokers
