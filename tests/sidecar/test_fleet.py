@@ -290,6 +290,8 @@ def rc_error_code(frame: bytes) -> int:
 
 
 async def test_a_member_started_before_its_upstream_waits_for_it(stack: Stack) -> None:
+    """tansu only: the upstream's address is a relay that starts dark. In front of the shared
+    Kafka that would prove little: once reached, the members talk to the brokers Metadata names."""
     relay_port = rc.free_port()
     tansu = stack.tansu(advertised=relay_port)
     relay = Relay(relay_port, tansu.port)  # the upstream's address, dark for now
