@@ -131,16 +131,25 @@ async def _plan(
     }
     admin = AIOKafkaAdminClient(**common)
     await admin.start()
+    consumer = AIOKafkaConsumer(**common, group_id=None, enable_auto_commit=False)
     try:
         cluster = (await admin.describe_cluster()).get("cluster_id") or bootstrap
-    finally:
-        await admin.close()
-    consumer = AIOKafkaConsumer(**common, group_id=None, enable_auto_commit=False)
-    await consumer.start()
-    try:
+        await consumer.start()
+        # Asked first, by listing (a Metadata of all topics creates none: tansu creates a topic
+        # that a Metadata names, whatever allow_auto_topic_creation says).
         if topic not in await consumer.topics():
             raise TopicUnavailable(f"{bootstrap} has no topic {topic}")
-        partitions = sorted(consumer.partitions_for_topic(topic) or ())
+        # The partitions from a Metadata that names the topic: against Kafka, a consumer that
+        # subscribed to nothing knows no topic's partitions (partitions_for_topic is None: the
+        # audit planned no range at all); against tansu it happened to know them.
+        (described,) = await admin.describe_topics([topic])
+        partitions = sorted(p["partition"] for p in described["partitions"])
+    except BaseException:
+        await consumer.stop()
+        raise
+    finally:
+        await admin.close()
+    try:
         tps = [TopicPartition(topic, p) for p in partitions]
         begins = await consumer.beginning_offsets(tps)
         ends = await consumer.end_offsets(tps)

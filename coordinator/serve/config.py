@@ -274,8 +274,12 @@ SETTINGS: list[Setting] = [
     Setting("fleet_group", "str", "groupcoord-fleet",
             "sidecar fleet: the upstream consumer group the members form to share the state "
             "partitions (one per fleet)", _nonempty, metavar="GROUP"),
-    Setting("fleet_session_timeout_ms", "int", 4_000,
-            "sidecar fleet: a member silent this long loses its state partitions to the others",
+    # 6 s: the members form a classic consumer group on the upstream, and a stock Kafka refuses
+    # a session below its group.min.session.timeout.ms (6000 by default) with
+    # INVALID_SESSION_TIMEOUT; 4 s, the former default, never formed a fleet there.
+    Setting("fleet_session_timeout_ms", "int", 6_000,
+            "sidecar fleet: a member silent this long loses its state partitions to the others "
+            "(at least the upstream's group.min.session.timeout.ms)",
             at_least(1_000), metavar="MS"),
     Setting("fleet_ssl_cafile", "str", "",
             "sidecar fleet with an SSL/SASL_SSL listener: the CAs the members' certificates are "

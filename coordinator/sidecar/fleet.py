@@ -54,6 +54,7 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberAssignment,
     ConsumerProtocolMemberMetadata,
 )
+from aiokafka.errors import KafkaError
 
 from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve.addresses import parse_host_port
@@ -93,8 +94,8 @@ class FleetOptions:
     listen: tuple[str, int] = ("0.0.0.0", 9094)
     advertise: tuple[str, int] | None = None
     group: str = "groupcoord-fleet"
-    session_timeout_ms: int = 4_000
-    lease_ms: int = 3_000
+    session_timeout_ms: int = 6_000  # within a stock Kafka's group.min.session.timeout.ms
+    lease_ms: int = 4_500
     verify_interval_ms: int = 1_000
     security: ClientSecurity = PLAINTEXT  # TLS/SASL of its aiokafka clients
     tls: FleetTls | None = None  # a secured listener: mutual TLS between members (fleet_tls)
@@ -197,6 +198,7 @@ class Fleet:
         self.ready = False
         self.rebalances = 0
         self.last_error: str | None = None
+        self.membership_error: str | None = None  # a fatal answer to the fleet group's join
         self._listener: Listening | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -299,6 +301,7 @@ class Fleet:
         if not self._stopping:
             self.last_error = None
             self._spawn(self._verify_loop())
+            self._spawn(self._membership_loop())
 
     async def _join(self) -> None:
         consumer = AIOKafkaConsumer(
@@ -349,6 +352,8 @@ class Fleet:
             return upstream
         if self.last_error is not None:
             return False, f"fleet: {self.last_error}"
+        if self.membership_error is not None:
+            return False, f"fleet: {self.membership_error}"
         if not self.ready:
             return False, "fleet: joining and loading state partitions"
         return True, "ready"
@@ -548,6 +553,28 @@ class Fleet:
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
+
+    async def _membership_loop(self) -> None:
+        """aiokafka holds a fatal answer to the fleet group's JoinGroup (INVALID_SESSION_TIMEOUT
+        from a Kafka whose group.min.session.timeout.ms is above --fleet-session-timeout-ms, a
+        group authorization failure) until the application polls; we never poll records, so
+        without this the member would wait, silent and unready, forever. A poll of no records
+        (every assigned partition is paused) hands it over: said once per distinct error and on
+        /readyz, and the consumer's next rejoin is the retry."""
+        last = ""
+        while not self._stopping:
+            consumer = self._consumer
+            try:
+                if consumer is not None:
+                    await consumer.getmany(timeout_ms=0)
+                self.membership_error = None
+                last = ""
+            except KafkaError as exc:
+                self.membership_error = f"the fleet group {self.options.group}: {exc!r}"
+                if repr(exc) != last:
+                    log.error("fleet group %s refused (%r); retrying", self.options.group, exc)
+                    last = repr(exc)
+            await asyncio.sleep(self.options.verify_interval_ms / 1000)
 
     async def _verify_loop(self) -> None:
         interval = self.options.verify_interval_ms / 1000

@@ -30,9 +30,12 @@ The rules of the local history hold (coordinator.serve.history: this is its subc
   partition moves, the former owner's last flush (at most one flush interval) may land after the
   new owner's first events. Each record names its writer, so the audit can tell.
 
-Where we differ from Kafka on purpose: the producer is not idempotent (tansu refuses aiokafka's
-InitProducerId, as for the state topic); a retried batch may be written twice, which the audit
-sees as a repeated event, never as a lost one.
+The producer is idempotent (as Kafka's producers are by default): a batch the client retries is
+written once. An upstream that refuses the InitProducerId request (tansu 0.6 answers aiokafka's
+with an unknown error; a broker whose ACLs deny IdempotentWrite answers an authorization error)
+gets a plain producer instead, once for the recorder's life, said in one log line: there a retried
+batch may be written twice, which the audit sees as a repeated event, never as a lost one.
+`idempotent` tells which the recorder uses (None until the first producer started).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 from aiokafka.partitioner import murmur2
 
 from coordinator.security.client import PLAINTEXT, ClientSecurity
@@ -144,6 +147,7 @@ class TopicHistoryRecorder(HistoryRecorder):
         self._partitions = 0
         self._retry_at = 0.0
         self._retry_s = RETRY_MIN_S
+        self.idempotent: bool | None = None  # None: no producer started yet
 
     @property
     def where(self) -> str:
@@ -257,19 +261,7 @@ class TopicHistoryRecorder(HistoryRecorder):
         producer = self._producer
         if producer is None:
             await self._ensure_topic()
-            producer = AIOKafkaProducer(
-                **client_options(self.options.bootstrap, self.options.security),
-                acks="all",
-                enable_idempotence=False,  # tansu refuses aiokafka's InitProducerId
-                linger_ms=0,
-                max_batch_size=MAX_BATCH_BYTES,
-                max_request_size=MAX_BATCH_BYTES + 4096,
-            )
-            try:
-                await producer.start()
-            except BaseException:
-                await producer.stop()
-                raise
+            producer = await self._start_producer()
             self._producer = producer
         found = await producer.partitions_for(self.options.topic)
         if not found:
@@ -282,6 +274,44 @@ class TopicHistoryRecorder(HistoryRecorder):
                 self._partitions,
             )
         self._partitions = len(found)
+        return producer
+
+    async def _start_producer(self) -> AIOKafkaProducer:
+        """An idempotent producer, or a plain one where the upstream refuses InitProducerId.
+        A refusal is a non-retriable answer to it; a failure to reach the upstream (retriable,
+        or a timeout) is not one and fails this flush as any other send failure."""
+        if self.idempotent is not False:
+            try:
+                producer = await self._new_producer(idempotent=True)
+            except KafkaError as exc:
+                if exc.retriable or isinstance(exc, KafkaTimeoutError):
+                    raise
+                log.warning(
+                    "history topic %s: the upstream refused an idempotent producer (%s); "
+                    "writing without idempotence (a retried batch may be written twice)",
+                    self.options.topic,
+                    exc,
+                )
+                self.idempotent = False
+            else:
+                self.idempotent = True
+                return producer
+        return await self._new_producer(idempotent=False)
+
+    async def _new_producer(self, *, idempotent: bool) -> AIOKafkaProducer:
+        producer = AIOKafkaProducer(
+            **client_options(self.options.bootstrap, self.options.security),
+            acks="all",
+            enable_idempotence=idempotent,  # its InitProducerId is sent by start()
+            linger_ms=0,
+            max_batch_size=MAX_BATCH_BYTES,
+            max_request_size=MAX_BATCH_BYTES + 4096,
+        )
+        try:
+            await producer.start()
+        except BaseException:
+            await producer.stop()
+            raise
         return producer
 
     async def _ensure_topic(self) -> None:

@@ -200,7 +200,10 @@ class StateTopic:
         producer = AIOKafkaProducer(
             **self._options(),
             acks="all",
-            enable_idempotence=False,  # tansu refuses aiokafka's InitProducerId; offsets fence
+            # Not idempotent: tansu 0.6 refuses aiokafka's InitProducerId. Kafka would take it,
+            # but nothing depends on it: a batch retried and written twice lands after the
+            # offset its writer expected and is examined like any late write (offsets fence).
+            enable_idempotence=False,
             linger_ms=0,
             max_batch_size=MAX_BATCH_BYTES,
             max_request_size=MAX_BATCH_BYTES + 4096,

@@ -31,15 +31,14 @@ import pytest
 from tests.support import realclients as rc
 from tests.support import sidecar_util as su
 from tests.support.realclients import Member, wait_until
-from tests.support.sidecar_util import stack
+from tests.support.sidecar_util import stack, upstream
 
-__all__ = ["stack"]  # the fixture
+__all__ = ["stack", "upstream"]  # the fixtures
 pytestmark = pytest.mark.clients
 
 IDLE_KINDS = ("confluent", "aiokafka", "kafka-python", "java", "kafkajs")
 WINDOW_S = 10.0
 CPU_LIMIT_S = 1.0
-TOPIC_A, TOPIC_B = "lc-a", "lc-b"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -54,13 +53,16 @@ async def window(seconds: float) -> None:
 
 
 class Where:
-    """Standalone groupcoord, or the sidecar in front of tansu: a bootstrap, topic admin, and the
-    coordinator's view of a group (its /groups page)."""
+    """Standalone groupcoord, or the sidecar in front of tansu or of the shared Kafka: a
+    bootstrap, topic admin, and the coordinator's view of a group (its /groups page). `prefix`
+    starts the names of the topics the pattern consumers see (unique on the shared Kafka)."""
 
-    def __init__(self, bootstrap: str, groups_url: str, admin: str) -> None:
+    def __init__(self, bootstrap: str, groups_url: str, admin: str, prefix: str = "lc-") -> None:
         self.bootstrap = bootstrap
         self.groups_url = groups_url
-        self.admin = admin  # where topics are created: groupcoord itself, or tansu
+        self.admin = admin  # where topics are created: groupcoord itself, tansu, or Kafka
+        self.prefix = prefix
+        self.topic_a, self.topic_b = f"{prefix}a", f"{prefix}b"
 
     def group(self, group_id: str) -> dict[str, Any] | None:
         with urllib.request.urlopen(self.groups_url, timeout=5) as response:
@@ -70,6 +72,7 @@ class Where:
 
 @pytest.fixture(params=["standalone", "sidecar"])
 async def where(request: Any, server: Any, tmp_path: Path, peers_dir: Path) -> Any:
+    """"sidecar-kafka" (the shared Kafka upstream) only where a test asks for it (indirect)."""
     # Both consumers of a test join the first generation (they start ~1 s apart), so that each
     # gets one partition of each topic, as in the issue's scenario.
     delay = "3000"
@@ -81,10 +84,15 @@ async def where(request: Any, server: Any, tmp_path: Path, peers_dir: Path) -> A
         return
     stack = su.Stack(tmp_path, peers_dir)
     try:
-        tansu = stack.tansu()
-        sidecar = stack.sidecar(tansu.bootstrap, "--initial-rebalance-delay-ms", delay)
+        if request.param == "sidecar-kafka":
+            from tests.support.kafka import unique
+
+            upstream, prefix = request.getfixturevalue("kafka").bootstrap, unique("lc") + "-"
+        else:
+            upstream, prefix = stack.tansu().bootstrap, "lc-"
+        sidecar = stack.sidecar(upstream, "--initial-rebalance-delay-ms", delay)
         w = Where(sidecar.bootstrap, f"http://127.0.0.1:{sidecar.metrics_port}/groups",
-                  tansu.bootstrap)
+                  upstream, prefix)
         w.stack = stack  # type: ignore[attr-defined]
         w.sidecar = sidecar  # type: ignore[attr-defined]
         yield w
@@ -153,18 +161,19 @@ async def test_idle_consumers_long_poll_instead_of_spinning(
 
 
 async def start_pattern_consumer(tmp: Path, peers: Path, kind: str, name: str, bootstrap: str,
-                                 group: str) -> Member:
-    """librdkafka with cooperative-sticky, or Java with eager range, on the pattern ^lc-.*, with
-    the client's default metadata refresh."""
+                                 group: str, prefix: str = "lc-") -> Member:
+    """librdkafka with cooperative-sticky, or Java with eager range, on the pattern
+    ^{prefix}.*, with the client's default metadata refresh."""
+    pattern = f"^{prefix}.*"
     if kind == "java":
         command = rc.driver_command(
             "java", peers,
-            ["--bootstrap", bootstrap, "--group", group, "--topic", "^lc-.*",
+            ["--bootstrap", bootstrap, "--group", group, "--topic", pattern,
              "--assignors", "range", "--client-id", name, "--heartbeat-interval-ms", "1000",
              "--metadata-max-age-ms", "-1"])
     else:
         command = [sys.executable, "-m", "tests.clients.pattern_consumer", "--bootstrap",
-                   bootstrap, "--group", group, "--pattern", "^lc-.*", "--client-id", name]
+                   bootstrap, "--group", group, "--pattern", pattern, "--client-id", name]
     log_path = tmp / f"pattern-{name}.log"
     env = dict(os.environ, PYTHONPATH=str(rc.REPO), PYTHONUNBUFFERED="1")
     with log_path.open("wb") as log:
@@ -187,11 +196,12 @@ def owned(m: Member) -> frozenset[str]:
 async def two_consumers_on_two_topics(where: Where, tmp: Path, peers: Path, kind: str,
                                       group: str, started: list[Member]) -> int:
     """Two consumers by pattern on lc-a and lc-b (2 partitions each), settled: -> generation."""
-    create_topics(where.admin, {TOPIC_A: 2, TOPIC_B: 2})
+    topic_a, topic_b = where.topic_a, where.topic_b
+    create_topics(where.admin, {topic_a: 2, topic_b: 2})
     for i in range(2):
         started.append(await start_pattern_consumer(tmp, peers, kind, f"{group}-{i}",
-                                                    where.bootstrap, group))
-    everything = {f"{t}:{p}" for t in (TOPIC_A, TOPIC_B) for p in range(2)}
+                                                    where.bootstrap, group, where.prefix))
+    everything = {f"{t}:{p}" for t in (topic_a, topic_b) for p in range(2)}
     last: list[Any] = []
 
     def settled() -> Any:
@@ -206,14 +216,17 @@ async def two_consumers_on_two_topics(where: Where, tmp: Path, peers: Path, kind
               and not owned(started[0]) & owned(started[1]))
         if ok:  # one partition of each topic each: nothing has to move when lc-b goes
             layout = [sorted(p.split(":")[0] for p in owned(m)) for m in started]
-            assert layout == [[TOPIC_A, TOPIC_B]] * 2, f"unexpected assignment {layout}"
+            assert layout == [[topic_a, topic_b]] * 2, f"unexpected assignment {layout}"
         return now[0] if ok and same else None
 
     return int(await wait_until(settled, 90, "the group to settle on both topics", interval=2.0,
                                 explain=lambda: rc.explain_members(started)))
 
 
-@pytest.mark.parametrize("kind", ["confluent", "java"])
+@pytest.mark.parametrize(("where", "kind"), [
+    ("standalone", "confluent"), ("standalone", "java"), ("sidecar", "confluent"),
+    ("sidecar", "java"), ("sidecar-kafka", "confluent"),
+], indirect=["where"])  # fmt: skip
 async def test_a_deleted_topic_costs_one_rebalance(where: Where, tmp_path: Path, peers_dir: Path,
                                                    kind: str, request: Any) -> None:
     rc.require_kind(request, kind)
@@ -223,8 +236,8 @@ async def test_a_deleted_topic_costs_one_rebalance(where: Where, tmp_path: Path,
         generation = await two_consumers_on_two_topics(where, tmp_path, peers_dir, kind, group,
                                                        started)
         counts = [assigns(m) for m in started]
-        delete_topic(where.admin, TOPIC_B)
-        remaining = {f"{TOPIC_A}:0", f"{TOPIC_A}:1"}
+        delete_topic(where.admin, where.topic_b)
+        remaining = {f"{where.topic_a}:0", f"{where.topic_a}:1"}
 
         def moved() -> bool:
             return (all(assigns(m) == c + 1 for m, c in zip(started, counts, strict=True))
@@ -254,8 +267,8 @@ async def test_a_recreated_topic_costs_one_rebalance(where: Where, tmp_path: Pat
     try:
         generation = await two_consumers_on_two_topics(where, tmp_path, peers_dir, "confluent",
                                                        group, started)
-        delete_topic(where.admin, TOPIC_B)
-        create_topics(where.admin, {TOPIC_B: 2})
+        delete_topic(where.admin, where.topic_b)
+        create_topics(where.admin, {where.topic_b: 2})
 
         def rebalanced() -> Any:
             g = where.group(group)
@@ -267,7 +280,7 @@ async def test_a_recreated_topic_costs_one_rebalance(where: Where, tmp_path: Pat
         g = where.group(group)
         assert g is not None and g["generation_id"] == generation + 1, g
         assert owned(started[0]) | owned(started[1]) == {
-            f"{t}:{p}" for t in (TOPIC_A, TOPIC_B) for p in range(2)
+            f"{t}:{p}" for t in (where.topic_a, where.topic_b) for p in range(2)
         }, rc.explain_members(started)
     finally:
         for m in started:
@@ -281,13 +294,12 @@ async def test_a_recreated_topic_costs_one_rebalance(where: Where, tmp_path: Pat
 
 @pytest.mark.parametrize("kind", ["aiokafka", "confluent"])
 async def test_a_just_created_topic_is_read_at_once_through_the_sidecar(
-    stack: su.Stack, kind: str
+    stack: su.Stack, upstream: su.Upstream, kind: str
 ) -> None:
-    tansu = stack.tansu()
     # groupcoord's own refresh registers the topic after the clients read it: aiokafka's Metadata
     # (< v10, no topic ids) does not register a topic as it passes through (sidecar.proxy).
-    sidecar = stack.sidecar(tansu.bootstrap, refresh_ms=5000)
-    topic = f"auto-{kind}"
+    sidecar = stack.sidecar(upstream.bootstrap, refresh_ms=5000)
+    topic = upstream.name(f"auto-{kind}")
     await su.produce(sidecar.bootstrap, topic, ["k0", "k1", "k2", "k3"])  # auto-creates it
     member = await stack.consumer(kind, f"new-{kind}", sidecar.bootstrap, f"new-{kind}", topic)
     await until(lambda: member.owned, 60, "the consumer to be assigned", stack.explain)
@@ -323,27 +335,27 @@ def test_standalone_refuses_produce_with_a_final_error(server: Any) -> None:
 
 
 async def test_a_topics_first_appearance_is_not_stale_metadata_through_the_sidecar(
-    stack: su.Stack,
+    stack: su.Stack, upstream: su.Upstream
 ) -> None:
     """The issue's order, made deterministic: a client reads a new topic's metadata through the
     sidecar (Metadata v4: no topic id, so groupcoord does not take the topic from the answer),
     then groupcoord's refresh registers the topic, then the client asks for offsets."""
-    tansu = stack.tansu()
-    sidecar = stack.sidecar(tansu.bootstrap, refresh_ms=600_000)  # only on demand
-    await su.create_topic(tansu.bootstrap, "fresh", 2)  # straight upstream: unknown to groupcoord
+    sidecar = stack.sidecar(upstream.bootstrap, refresh_ms=600_000)  # only on demand
+    fresh, other = upstream.name("fresh"), upstream.name("other")
+    await su.create_topic(upstream.bootstrap, fresh, 2)  # straight upstream: unknown to groupcoord
     client = await su.RawClient.connect(sidecar.port)
     try:
-        wanted = (su.kio(3, 4, "MetadataRequestTopic", name="fresh"),)
+        wanted = (su.kio(3, 4, "MetadataRequestTopic", name=fresh),)
         md = await client.call(su.kio(3, 4, "MetadataRequest", topics=wanted,
                                       allow_auto_topic_creation=False))
         assert [len(t.partitions) for t in md.topics] == [2], md
         # A topic admin request through the sidecar brings its refresh forward.
-        await su.create_topic(sidecar.bootstrap, "other", 1)
-        await until(lambda: "upstream topic fresh has 2 partitions" in sidecar.log(), 15,
+        await su.create_topic(sidecar.bootstrap, other, 1)
+        await until(lambda: f"upstream topic {fresh} has 2 partitions" in sidecar.log(), 15,
                     "groupcoord's refresh to register the topic", stack.explain)
         parts = tuple(su.kio(2, 5, "ListOffsetsPartition", partition_index=p, timestamp=-1)
                       for p in range(2))
-        topic = su.kio(2, 5, "ListOffsetsTopic", name="fresh", partitions=parts)
+        topic = su.kio(2, 5, "ListOffsetsTopic", name=fresh, partitions=parts)
         offsets = await client.call(su.kio(2, 5, "ListOffsetsRequest", replica_id=-1,
                                            isolation_level=0, topics=(topic,)))
         errors = [p.error_code for t in offsets.topics for p in t.partitions]

@@ -9,7 +9,8 @@ never built in the tests) and against a real `groupcoord serve`:
   the downward API; the compose service name) on the declared fleet port;
 - every metric the Grafana dashboard queries is exported by a running server's /metrics after a
   small scenario (join, sync, commit, leave), with the labels the queries group by; the sidecar
-  panels' (upstream, lag) by a sidecar in front of a real tansu, after traffic through it;
+  panels' (upstream, lag) by a sidecar in front of a real tansu and of Kafka 4.4, after traffic
+  through it;
 - each manifest sizes the rebalance history to its volume (with room to spare), and nothing
   names a namespace: the StatefulSet's address comes from its own (the downward API);
 - the Dockerfile's CMD is the console script the tests run (`coordinator.cli:main`), its ENV
@@ -40,9 +41,17 @@ from coordinator.serve import addresses, config
 from tests.support import ops_util
 from tests.support import realclients as rc
 from tests.support.durability_util import RawConn
-from tests.support.sidecar_util import Stack, commit, create_topic, produce, stack
+from tests.support.sidecar_util import (
+    Stack,
+    Upstream,
+    commit,
+    create_topic,
+    produce,
+    stack,
+    upstream,
+)
 
-__all__ = ["stack"]  # the fixture
+__all__ = ["stack", "upstream"]  # the fixtures
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -461,15 +470,18 @@ async def test_every_dashboard_metric_is_exported(tmp_path: Path) -> None:
 
 
 @pytest.mark.clients
-async def test_sidecar_panels_query_what_a_sidecar_exports(stack: Stack) -> None:
-    """The lag and upstream panels, against a sidecar in front of a real tansu after a topic is
-    created, produced to and committed through it (lag is measured every 300 ms here)."""
+async def test_sidecar_panels_query_what_a_sidecar_exports(
+    stack: Stack, upstream: Upstream
+) -> None:
+    """The lag and upstream panels, against a sidecar in front of a real tansu or Kafka after a
+    topic is created, produced to and committed through it (lag is measured every 300 ms here)."""
     exprs = [e for e in dashboard_queries() if _SIDECAR_ONLY.search(e)]
     assert len(exprs) >= 6, exprs
-    sidecar = stack.sidecar(stack.tansu().bootstrap)
-    await create_topic(sidecar.bootstrap, "dash", 2)
-    await produce(sidecar.bootstrap, "dash", ["a", "b", "c", "d"])
-    assert await commit(sidecar.port, "dash-group", "dash", {0: 0, 1: 0}) == 0
+    sidecar = stack.sidecar(upstream.bootstrap)
+    topic = upstream.name("dash")
+    await create_topic(sidecar.bootstrap, topic, 2)
+    await produce(sidecar.bootstrap, topic, ["a", "b", "c", "d"])
+    assert await commit(sidecar.port, "dash-group", topic, {0: 0, 1: 0}) == 0
 
     def scrape() -> list[str]:
         return not_exported(exprs, exported_labels(sidecar.metrics()))

@@ -2,8 +2,8 @@
 
 - Every API groupcoord answers has its `groupcoord_requests_total` series from the start, and a
   real client's Fetch against a standalone groupcoord is counted there.
-- Sidecar mode, in front of a real tansu: upstream reachability (overall and per broker),
-  forwarded requests and bytes by API, upstream latency, after real clients produced and
+- Sidecar mode, in front of a real tansu and of Kafka 4.4: upstream reachability (overall and per
+  broker), forwarded requests and bytes by API, upstream latency, after real clients produced and
   consumed through it; what the sidecar answers itself (ApiVersions, FindCoordinator, the group
   APIs) stays in `groupcoord_requests_total`, what it forwards does not.
 - History drops are a counter (`groupcoord_history_dropped_events_total`), and a running server
@@ -28,9 +28,9 @@ from coordinator.serve.server import Server, ServerOptions
 from protocol import apis
 from tests.support import ops_util
 from tests.support import realclients as rc
-from tests.support.sidecar_util import Stack, create_topic, produce, stack
+from tests.support.sidecar_util import Stack, Upstream, create_topic, produce, stack, upstream
 
-__all__ = ["stack"]  # the fixture
+__all__ = ["stack", "upstream"]  # the fixtures
 
 
 def value(text: str, name: str, **labels: str) -> float | None:
@@ -147,10 +147,11 @@ async def consume_all(bootstrap: str, topic: str, count: int) -> int:
 
 
 @pytest.mark.clients
-async def test_sidecar_exports_upstream_health_traffic_and_latency(stack: Stack) -> None:
-    tansu = stack.tansu()
-    sidecar = stack.sidecar(tansu.bootstrap)
-    broker = {"broker": tansu.bootstrap}
+async def test_sidecar_exports_upstream_health_traffic_and_latency(
+    stack: Stack, upstream: Upstream
+) -> None:
+    sidecar = stack.sidecar(upstream.bootstrap)
+    broker = {"broker": upstream.bootstrap}  # one node: the bootstrap is the broker
 
     def up() -> tuple[float | None, float | None]:
         text = sidecar.metrics()
@@ -159,10 +160,11 @@ async def test_sidecar_exports_upstream_health_traffic_and_latency(stack: Stack)
         )
 
     await rc.wait_until(lambda: up() == (1, 1), 15, "the upstream reported up")
-    await create_topic(sidecar.bootstrap, "m", 1)
+    topic = upstream.name("m")
+    await create_topic(sidecar.bootstrap, topic, 1)
     keys = [f"{n:04d}".ljust(VALUE_BYTES, "v") for n in range(MESSAGES)]  # value = key
-    await produce(sidecar.bootstrap, "m", keys)
-    read = await consume_all(sidecar.bootstrap, "m", MESSAGES)
+    await produce(sidecar.bootstrap, topic, keys)
+    read = await consume_all(sidecar.bootstrap, topic, MESSAGES)
     assert read == MESSAGES * VALUE_BYTES
 
     text = sidecar.metrics()
@@ -187,5 +189,7 @@ async def test_sidecar_exports_upstream_health_traffic_and_latency(stack: Stack)
     for api in ("Fetch", "Produce", "Metadata", "ListOffsets"):
         assert value(text, "groupcoord_requests_total", api=api, error="NONE") is None, api
 
-    tansu.kill()
+    if upstream.tansu is None:
+        return  # the shared Kafka stays up: the outage is shown on tansu, killed
+    upstream.tansu.kill()
     await rc.wait_until(lambda: up() == (0, 0), 15, "the upstream reported down")

@@ -4,10 +4,11 @@ and ConsumerGroupDescribe as it answers the classic group APIs, whatever the ups
 group's records travel in the state topic, so a kill -9 of the owner moves the group, with its
 epochs and assignment, to the member that takes the partition over.
 
-Two sidecars in front of one tansu, a confluent-kafka consumer (group.protocol=consumer) at each:
-one group of two. Then the owner (and its pod's consumer) is killed: the other consumer keeps
-its member id and member epoch, the group epoch goes on from where it was (a bump for the
-fenced member, never back to 1), and the survivor ends up owning every partition.
+Two sidecars in front of one upstream (tansu, or Apache Kafka 4.4), a confluent-kafka consumer
+(group.protocol=consumer) at each: one group of two. Then the owner (and its pod's consumer) is
+killed: the other consumer keeps its member id and member epoch, the group epoch goes on from
+where it was (a bump for the fenced member, never back to 1), and the survivor ends up owning
+every partition.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from coordinator.tools.groups_wire import one_call
 from protocol import apis
 from tests.sidecar.test_fleet import owner_of, settled
 from tests.support import realclients as rc
-from tests.support.sidecar_util import HOST, Sidecar, Stack, create_topic, stack
+from tests.support.sidecar_util import HOST, Sidecar, Stack, Upstream, create_topic, stack, upstream
 
 pytestmark = pytest.mark.clients
-__all__ = ["stack"]
+__all__ = ["stack", "upstream"]
 
 TOPIC, GROUP, PARTITIONS = "kip848-fleet", "fleet-consumers", 6
 CONSUMER_ARGS = ("--consumer-heartbeat-interval-ms", "500", "--consumer-session-timeout-ms", "4000")
@@ -42,15 +43,15 @@ def epochs(described: Any) -> dict[str, int]:
 
 
 async def test_a_consumer_group_spans_the_fleet_and_survives_its_owners_kill(
-    stack: Stack, members: Any
+    stack: Stack, upstream: Upstream, members: Any
 ) -> None:
-    tansu = stack.tansu()
-    sidecars = [stack.sidecar(tansu.bootstrap, *CONSUMER_ARGS, fleet=True) for _ in range(2)]
+    sidecars = [stack.sidecar(upstream.bootstrap, *CONSUMER_ARGS, fleet=True) for _ in range(2)]
     await settled(stack, sidecars)
-    await create_topic(tansu.bootstrap, TOPIC, PARTITIONS)
+    topic = upstream.name(TOPIC)
+    await create_topic(upstream.bootstrap, topic, PARTITIONS)
     ms = [
         await members("confluent", f"kip848-{i}", bootstrap=s.bootstrap, group=GROUP,
-                      topic=TOPIC, assignors=["uniform"], group_protocol="consumer")
+                      topic=topic, assignors=["uniform"], group_protocol="consumer")
         for i, s in enumerate(sidecars)
     ]  # fmt: skip
 

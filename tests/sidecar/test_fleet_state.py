@@ -1,6 +1,7 @@
-"""The fleet's state partitions against a real tansu: group placement, persist-then-reply through
-the FleetJournal, the fence (a former owner's write fails and replay ignores it), and the
-compaction-hole repair (the owner rewrites a key a former owner wrote last)."""
+"""The fleet's state partitions against a real tansu and Apache Kafka 4.4: group placement,
+persist-then-reply through the FleetJournal, the fence (a former owner's write fails and replay
+ignores it), and the compaction-hole repair (the owner rewrites a key a former owner wrote
+last)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,9 @@ from coordinator.sidecar.state_topic import (
     writer_of,
 )
 from coordinator.sidecar.upstream_clients import client_options
-from tests.support.sidecar_util import Stack, stack
+from tests.support.sidecar_util import Upstream, stack, upstream
 
-__all__ = ["stack"]
+__all__ = ["stack", "upstream"]
 
 PARTITIONS = 3
 GROUP = "fenced-group"
@@ -62,14 +63,26 @@ def test_the_assignment_is_sticky_and_balanced() -> None:
     assert sorted(p for ps in second.values() for p in ps) == parts
 
 
+def test_the_default_fleet_session_fits_a_stock_kafka() -> None:
+    """The fleet is a classic consumer group on the upstream: a stock Kafka refuses a session
+    below group.min.session.timeout.ms (6000 by default) with INVALID_SESSION_TIMEOUT, and the
+    members' aiokafka clients then never join (the 4 s default formed no fleet there)."""
+    from coordinator.serve.config import SETTINGS
+    from coordinator.sidecar.fleet import FleetOptions
+
+    [setting] = [s for s in SETTINGS if s.name == "fleet_session_timeout_ms"]
+    assert setting.default >= 6_000
+    assert FleetOptions("x:9092").session_timeout_ms >= 6_000
+
+
 def commit(offset: int) -> Record:
     return Record(OffsetCommitKey(GROUP, "t", 0), OffsetCommitValue(offset, -1, "", 1, None))
 
 
 @pytest.fixture
-async def topic(stack: Stack, tmp_path: Path) -> AsyncIterator[StateTopic]:
-    tansu = stack.tansu()
-    t = StateTopic("state-test", PARTITIONS, -1, 0, lambda: client_options(tansu.bootstrap))
+async def topic(upstream: Upstream, tmp_path: Path) -> AsyncIterator[StateTopic]:
+    name = upstream.name("state-test")
+    t = StateTopic(name, PARTITIONS, -1, 0, lambda: client_options(upstream.bootstrap))
     await t.start()
     try:
         yield t

@@ -1,7 +1,7 @@
 """The fleet's history topic (issue 25), without a broker: its partitioner is Kafka's default for
 keyed records (so a group's events stay in one partition, the one a Java producer would pick), and
-its configs carry the local history's retention. The writer itself runs against tansu in
-tests/pipeline/test_audit_fleet.py."""
+its configs carry the local history's retention. The writer itself runs against tansu and Kafka
+4.4 (idempotent there) in tests/pipeline/test_audit_fleet.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Sidecar mode at the protocol level, against a real tansu: rewritten answers, pipelining in
-request order across forwarded and local APIs, and what an upstream failure looks like."""
+"""Sidecar mode at the protocol level, against a real tansu and against Apache Kafka 4.4: rewritten
+answers, pipelining in request order across forwarded and local APIs, and what an upstream failure
+looks like (tansu only: the test kills the upstream, which the shared Kafka must survive)."""
 
 from __future__ import annotations
 
@@ -14,16 +15,19 @@ from tests.support import realclients as rc
 from tests.support.sidecar_util import (
     RawClient,
     Stack,
+    Upstream,
+    create_partitions,
     create_topic,
     decode,
     delete_topic,
     kio,
     produce_request,
     stack,
+    upstream,
 )
 
 pytestmark = pytest.mark.clients
-__all__ = ["stack"]
+__all__ = ["stack", "upstream"]
 
 MS = datetime.timedelta(milliseconds=1)
 TOPIC = "pipe"
@@ -41,40 +45,53 @@ def heartbeat(group: str, generation: int, member: str) -> object:
                member_id=member)
 
 
-def offset_fetch(group: str, partitions: int = 3) -> object:
-    topic = kio(9, 7, "OffsetFetchRequestTopic", name=TOPIC,
+def offset_fetch(group: str, partitions: int = 3, name: str = TOPIC) -> object:
+    topic = kio(9, 7, "OffsetFetchRequestTopic", name=name,
                 partition_indexes=tuple(range(partitions)))
     return kio(9, 7, "OffsetFetchRequest", group_id=group, topics=(topic,), require_stable=False)
 
 
-def list_offsets(partitions: int = 3) -> object:
+def list_offsets(partitions: int = 3, name: str = TOPIC) -> object:
     parts = tuple(kio(2, 5, "ListOffsetsPartition", partition_index=p, timestamp=-1)
                   for p in range(partitions))
-    topic = kio(2, 5, "ListOffsetsTopic", name=TOPIC, partitions=parts)
+    topic = kio(2, 5, "ListOffsetsTopic", name=name, partitions=parts)
     return kio(2, 5, "ListOffsetsRequest", replica_id=-1, isolation_level=0, topics=(topic,))
 
 
-def fetch(max_wait_ms: int, offset: int = 1 << 40, min_bytes: int = 1 << 20) -> object:
+def fetch(max_wait_ms: int, offset: int = 1 << 40, min_bytes: int = 1 << 20,
+          name: str = TOPIC) -> object:
     part = kio(1, 11, "FetchPartition", partition=0, fetch_offset=offset,
                partition_max_bytes=1 << 20)
-    topic = kio(1, 11, "FetchTopic", topic=TOPIC, partitions=(part,))
+    topic = kio(1, 11, "FetchTopic", topic=name, partitions=(part,))
     return kio(1, 11, "FetchRequest", max_wait=max_wait_ms * MS, min_bytes=min_bytes,
                topics=(topic,), forgotten_topics_data=())
 
 
-async def started(stack: Stack) -> tuple[int, int, int]:
-    """tansu + sidecar + the topic; returns (tansu port, bootstrap port, broker listener port)."""
-    tansu = stack.tansu()
-    sidecar = stack.sidecar(tansu.bootstrap)
-    await create_topic(sidecar.bootstrap, TOPIC, 3)
+async def started(stack: Stack, up: Upstream | None = None,
+                  **configs: str) -> tuple[int, int, int, str]:
+    """The upstream (a fresh tansu unless given) + a sidecar + the topic (`configs` its topic
+    configs); returns (upstream port, bootstrap port, broker listener port, topic name)."""
+    if up is None:
+        t = stack.tansu()
+        up = Upstream("tansu", t.bootstrap, tansu=t)
+    sidecar = stack.sidecar(up.bootstrap)
+    name = up.name(TOPIC)
+    await create_topic(sidecar.bootstrap, name, 3, configs=configs)
     client = await RawClient.connect(sidecar.port)
     try:
-        response = await client.call(metadata([TOPIC]))
+        response = await client.call(metadata([name]))
+
+        async def led() -> bool:  # Kafka answers NOT_LEADER_OR_FOLLOWER for a moment
+            listed = await client.call(list_offsets(name=name))
+            return all(p.error_code == ErrorCode.none for p in listed.topics[0].partitions)
+
+        await rc.wait_until(led, 15, f"every partition of {name} to have its leader")
     finally:
         client.close()
     [broker] = response.brokers
-    assert broker.port not in (tansu.port, sidecar.port)
-    return tansu.port, sidecar.port, broker.port
+    upstream_port = int(up.bootstrap.split(",")[0].rsplit(":", 1)[1])
+    assert broker.port not in (upstream_port, sidecar.port)
+    return upstream_port, sidecar.port, broker.port, name
 
 
 async def join(client: RawClient, group: str) -> tuple[int, str]:
@@ -94,13 +111,15 @@ async def join(client: RawClient, group: str) -> tuple[int, str]:
     return joined.generation_id, joined.member_id
 
 
-async def test_answers_name_groupcoord_and_api_versions_are_the_intersection(stack: Stack):
-    tansu_port, bootstrap, broker_port = await started(stack)
+async def test_answers_name_groupcoord_and_api_versions_are_the_intersection(
+    stack: Stack, upstream: Upstream
+):
+    upstream_port, bootstrap, broker_port, name = await started(stack, upstream)
     client = await RawClient.connect(bootstrap)
     try:
         meta = await client.call(metadata())
         assert [(b.host, b.port) for b in meta.brokers] == [("127.0.0.1", broker_port)]
-        [topic] = [t for t in meta.topics if t.name == TOPIC]
+        [topic] = [t for t in meta.topics if t.name == name]
         assert len(topic.partitions) == 3
 
         found = await client.call(kio(10, 3, "FindCoordinatorRequest", key="g", key_type=0))
@@ -118,31 +137,33 @@ async def test_answers_name_groupcoord_and_api_versions_are_the_intersection(sta
         assert ranges[28] == (0, 4)  # TxnOffsetCommit: answered here (issue 29)
         assert ranges[68] == ranges[69] == (0, 1)  # KIP-848: answered here (issue 23)
         assert ranges[47] == (0, 0)  # OffsetDelete: groupcoord's, though tansu lacks it
-        assert 19 in ranges and 20 in ranges  # CreateTopics/DeleteTopics: tansu's, forwarded
+        assert 19 in ranges and 20 in ranges  # CreateTopics/DeleteTopics: the upstream's
+        if upstream.kind == "kafka":  # what Kafka has and tansu 0.6 lacks, forwarded
+            assert 37 in ranges  # CreatePartitions
     finally:
         client.close()
-    assert tansu_port not in {b.port for b in meta.brokers}
+    assert upstream_port not in {b.port for b in meta.brokers}
 
 
-async def test_pipelined_requests_are_answered_in_order(stack: Stack):
-    _, _, broker_port = await started(stack)
+async def test_pipelined_requests_are_answered_in_order(stack: Stack, upstream: Upstream):
+    _, _, broker_port, name = await started(stack, upstream)
     client = await RawClient.connect(broker_port)
     try:
         # A Fetch that the upstream holds for 300 ms goes first: every local answer behind it
         # must wait for it.
-        requests: list[object] = [fetch(300)]
+        requests: list[object] = [fetch(300, name=name)]
         expect_reply: list[bool] = [True]
         for i in range(40):
-            batch = [produce_request(TOPIC, i % 3, [f"k{i}-{j}" for j in range(5)]),
-                     heartbeat("pipe-group", 1, "nobody"), offset_fetch("pipe-group"),
-                     metadata([TOPIC]), list_offsets(),
+            batch = [produce_request(name, i % 3, [f"k{i}-{j}" for j in range(5)]),
+                     heartbeat("pipe-group", 1, "nobody"), offset_fetch("pipe-group", name=name),
+                     metadata([name]), list_offsets(name=name),
                      kio(10, 3, "FindCoordinatorRequest", key="pipe-group", key_type=0),
                      kio(18, 3, "ApiVersionsRequest", client_software_name="raw",
                          client_software_version="1")]
             requests += batch
             expect_reply += [True] * len(batch)
             if i % 10 == 9:  # acks=0: no response comes, and none must be waited for
-                requests.append(produce_request(TOPIC, 0, [f"zero{i}"], acks=0))
+                requests.append(produce_request(name, 0, [f"zero{i}"], acks=0))
                 expect_reply.append(False)
         started_at = time.monotonic()
         ids = await client.send(*requests)
@@ -159,10 +180,14 @@ async def test_pipelined_requests_are_answered_in_order(stack: Stack):
         assert got == expected
         assert time.monotonic() - started_at >= 0.25  # the Fetch was really waited for
         # Every produced record landed, the acks=0 ones included (same upstream link, in order):
-        # the next record's offset says so. (Not ListOffsets: tansu 0.6.0 answers "latest" with
-        # the last batch's base offset + 1.)
-        for partition, count in ((0, 14 * 5 + 4), (1, 13 * 5), (2, 13 * 5)):
-            response = await client.call(produce_request(TOPIC, partition, ["last"]))
+        # the next record's offset says so, and on Kafka ListOffsets "latest" too (tansu 0.6.0
+        # answers it with the last batch's base offset + 1).
+        counts = {0: 14 * 5 + 4, 1: 13 * 5, 2: 13 * 5}
+        if upstream.kind == "kafka":
+            listed = await client.call(list_offsets(name=name))
+            assert {p.partition_index: p.offset for p in listed.topics[0].partitions} == counts
+        for partition, count in counts.items():
+            response = await client.call(produce_request(name, partition, ["last"]))
             assert response.responses[0].partition_responses[0].base_offset == count
     finally:
         client.close()
@@ -186,7 +211,9 @@ async def closed_by_the_sidecar(client: RawClient, request: object, what: str) -
 
 
 async def test_upstream_killed_looks_like_a_broker_failure_and_groups_keep_working(stack: Stack):
-    _, bootstrap, broker_port = await started(stack)
+    """tansu only: the upstream is killed (a relay would not do: the sidecar reaches the brokers
+    that Metadata names, not the bootstrap address)."""
+    _, bootstrap, broker_port, _ = await started(stack)
     group = "survivor"
     coordinator = await RawClient.connect(broker_port)
     generation, member = await join(coordinator, group)
@@ -244,15 +271,18 @@ async def test_upstream_killed_looks_like_a_broker_failure_and_groups_keep_worki
     coordinator.close()
 
 
-async def test_large_requests_and_responses_stream_through_in_order(stack: Stack):
+async def test_large_requests_and_responses_stream_through_in_order(
+    stack: Stack, upstream: Upstream
+):
     """A 2 MB Produce sent in small pieces and a 2 MB Fetch answer pass through without being held
     whole, while local answers on the same connection keep their place in line."""
-    _, _, broker_port = await started(stack)
+    # A 2 MB batch: above Kafka's default max.message.bytes (1 MiB), so the topic allows it.
+    _, _, broker_port, name = await started(stack, upstream, **{"max.message.bytes": str(8 << 20)})
     client = await RawClient.connect(broker_port)
     try:
-        await client.call(metadata([TOPIC]))  # connected upstream: what follows can stream
+        await client.call(metadata([name]))  # connected upstream: what follows can stream
         keys = [f"big-{i:05d}-" + "x" * 2000 for i in range(1000)]
-        big = produce_request(TOPIC, 1, keys)
+        big = produce_request(name, 1, keys)
         requests = [offset_fetch("stream-group"), big, heartbeat("stream-group", 1, "nobody"),
                     big, offset_fetch("stream-group")]
         frames = [client.frame(r) for r in requests]
@@ -275,7 +305,7 @@ async def test_large_requests_and_responses_stream_through_in_order(stack: Stack
         # Now the other way: a Fetch answer of ~4 MB, between two local answers.
         part = kio(1, 11, "FetchPartition", partition=1, fetch_offset=0,
                    partition_max_bytes=8 << 20)
-        topic = kio(1, 11, "FetchTopic", topic=TOPIC, partitions=(part,))
+        topic = kio(1, 11, "FetchTopic", topic=name, partitions=(part,))
         big_fetch = kio(1, 11, "FetchRequest", max_wait=100 * MS, min_bytes=1,
                         max_bytes=8 << 20, topics=(topic,), forgotten_topics_data=())
         ids = await client.send(offset_fetch("stream-group"), big_fetch,
@@ -290,26 +320,30 @@ async def test_large_requests_and_responses_stream_through_in_order(stack: Stack
         client.close()
 
 
-async def test_a_changed_topic_is_signalled_to_clients_that_have_not_reread_it(stack: Stack):
+async def test_a_changed_topic_is_signalled_to_clients_that_have_not_reread_it(
+    stack: Stack, upstream: Upstream
+):
     """After partitions are added upstream, a client's Fetch/ListOffsets of the topic answer
     NOT_LEADER_OR_FOLLOWER until it re-reads the topic's metadata (as in standalone mode), so the
     group leader assigns from fresh metadata."""
-    tansu_port, _, broker_port = await started(stack)
-    [tansu] = stack.tansus
+    _, _, broker_port, name = await started(stack, upstream)
     [sidecar] = stack.sidecars
     client = await RawClient.connect(broker_port)
     try:
-        await client.call(produce_request(TOPIC, 0, ["before"]))
-        plain = await client.call(fetch(1000, offset=0, min_bytes=1))
+        await client.call(produce_request(name, 0, ["before"]))
+        plain = await client.call(fetch(1000, offset=0, min_bytes=1, name=name))
         assert plain.responses[0].partitions[0].error_code == ErrorCode.none
 
-        await delete_topic(tansu.bootstrap, TOPIC)  # tansu has no CreatePartitions: re-create
-        await create_topic(tansu.bootstrap, TOPIC, 5)
-        await rc.wait_until(lambda: "pipe has 5 partitions" in sidecar.log(), 10,
+        if upstream.kind == "kafka":  # CreatePartitions straight to Kafka
+            await create_partitions(upstream.bootstrap, name, 5)
+        else:  # tansu 0.6.0 has no CreatePartitions: re-create
+            await delete_topic(upstream.bootstrap, name)
+            await create_topic(upstream.bootstrap, name, 5)
+        await rc.wait_until(lambda: f"{name} has 5 partitions" in sidecar.log(), 10,
                             "the sidecar to see the change")
-        signalled = await client.call(fetch(1000, offset=0, min_bytes=1))
+        signalled = await client.call(fetch(1000, offset=0, min_bytes=1, name=name))
         assert signalled.responses[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
-        listed = await client.call(list_offsets())
+        listed = await client.call(list_offsets(name=name))
         assert {p.error_code for p in listed.topics[0].partitions} == {
             ErrorCode.not_leader_or_follower}
         session = kio(1, 11, "FetchRequest", max_wait=0 * MS, min_bytes=0, session_id=7,
@@ -317,12 +351,12 @@ async def test_a_changed_topic_is_signalled_to_clients_that_have_not_reread_it(s
         reset = await client.call(session)  # an incremental fetch may hide the topic: reset it
         assert reset.error_code == ErrorCode.fetch_session_id_not_found
 
-        meta = await client.call(metadata([TOPIC]))  # re-read: the signal stops for this client
+        meta = await client.call(metadata([name]))  # re-read: the signal stops for this client
         assert len(meta.topics[0].partitions) == 5
-        await client.call(produce_request(TOPIC, 0, ["after"]))
-        forwarded = await client.call(fetch(1000, offset=0, min_bytes=1))
+        await client.call(produce_request(name, 0, ["after"]))
+        forwarded = await client.call(fetch(1000, offset=0, min_bytes=1, name=name))
         assert forwarded.responses[0].partitions[0].error_code == ErrorCode.none
-        assert forwarded.responses[0].partitions[0].records  # from tansu, not the local view
+        # from the upstream, not the local view
+        assert forwarded.responses[0].partitions[0].records
     finally:
         client.close()
-    assert tansu_port == tansu.port

@@ -19,17 +19,19 @@ from tests.support.sidecar_util import (
     MetadataScript,
     Sidecar,
     Stack,
-    Tansu,
+    Upstream,
     commit,
     create_topic,
     delete_topic,
     fetch,
     readyz,
+    recreate_topic,
     stack,
+    upstream,
 )
 
 pytestmark = pytest.mark.clients
-__all__ = ["stack"]
+__all__ = ["stack", "upstream"]
 
 TOPIC, GROUPS, PARTITIONS = "t5", ("g5", "g6"), 3
 OFFSETS = {0: 10, 1: 20, 2: 30}
@@ -42,31 +44,35 @@ def status_page(sidecar: Sidecar) -> str:
 
 
 async def committed_topic(
-    stack: Stack, *flags: str, via_sidecar: bool = False
-) -> tuple[Tansu, Sidecar]:
-    """tansu and a sidecar (with `flags`) in front of it, the topic created (through the sidecar
-    or straight on tansu) and seen by the sidecar, and OFFSETS committed for every group."""
-    tansu = stack.tansu()
-    sidecar = stack.sidecar(tansu.bootstrap, *flags)
-    await create_topic(sidecar.bootstrap if via_sidecar else tansu.bootstrap, TOPIC, PARTITIONS)
-    await rc.wait_until(lambda: TOPIC in sidecar.log(), 10, "the sidecar to see the topic")
+    stack: Stack, up: Upstream, *flags: str, via_sidecar: bool = False
+) -> tuple[str, Sidecar]:
+    """A sidecar (with `flags`) in front of the upstream, the topic created (through the sidecar
+    or straight upstream) and seen by the sidecar, and OFFSETS committed for every group:
+    -> (the topic's name, the sidecar)."""
+    topic = up.name(TOPIC)
+    sidecar = stack.sidecar(up.bootstrap, *flags)
+    await create_topic(sidecar.bootstrap if via_sidecar else up.bootstrap, topic, PARTITIONS)
+    await rc.wait_until(lambda: f"upstream topic {topic} has" in sidecar.log(), 10,
+                        "the sidecar to see the topic")
     for group in GROUPS:
-        assert await commit(sidecar.port, group, TOPIC, OFFSETS) == 0
-    return tansu, sidecar
+        assert await commit(sidecar.port, group, topic, OFFSETS) == 0
+    return topic, sidecar
 
 
-async def offsets_gone(port: int) -> bool:
+async def offsets_gone(port: int, topic: str = TOPIC) -> bool:
     """Every group's offsets of the topic deleted (OffsetFetch answers -1)."""
-    return await committed_everywhere(port) == dict.fromkeys(
+    return await committed_everywhere(port, topic) == dict.fromkeys(
         GROUPS, dict.fromkeys(range(PARTITIONS), -1)
     )
 
 
-async def committed_everywhere(port: int) -> dict[str, dict[int, int] | int]:
-    return {g: await fetch(port, g, TOPIC, PARTITIONS) for g in GROUPS}
+async def committed_everywhere(port: int, topic: str = TOPIC) -> dict[str, dict[int, int] | int]:
+    return {g: await fetch(port, g, topic, PARTITIONS) for g in GROUPS}
 
 
 async def test_an_upstream_restarted_empty_deletes_no_offsets(stack: Stack) -> None:
+    """tansu only: its upstream is killed and restarted empty (which the shared Kafka must not
+    be; a relay would not do: the sidecar reaches the brokers that Metadata names)."""
     tansu = stack.tansu()
     sidecar = stack.sidecar(tansu.bootstrap)  # the default delay before a deletion: 60 s
     await create_topic(sidecar.bootstrap, TOPIC, PARTITIONS)
@@ -99,30 +105,36 @@ async def test_an_upstream_restarted_empty_deletes_no_offsets(stack: Stack) -> N
     assert "topic t5 deleted" not in sidecar.log()
 
 
-async def test_a_topic_deleted_through_the_sidecar_takes_its_offsets_at_once(stack: Stack) -> None:
-    _, sidecar = await committed_topic(stack, via_sidecar=True)
+async def test_a_topic_deleted_through_the_sidecar_takes_its_offsets_at_once(
+    stack: Stack, upstream: Upstream
+) -> None:
+    topic, sidecar = await committed_topic(stack, upstream, via_sidecar=True)
 
-    await delete_topic(sidecar.bootstrap, TOPIC)  # DeleteTopics passes through: certain
+    await delete_topic(sidecar.bootstrap, topic)  # DeleteTopics passes through: certain
 
     await rc.wait_until(
-        lambda: offsets_gone(sidecar.port), 10, "the offsets to be deleted with the topic"
+        lambda: offsets_gone(sidecar.port, topic), 10, "the offsets to be deleted with the topic"
     )
-    assert "topic t5 deleted: 6 committed offsets of 2 groups deleted with it" in sidecar.log()
+    assert f"topic {topic} deleted: 6 committed offsets of 2 groups deleted with it" in (
+        sidecar.log())
 
 
-async def test_a_topic_absent_upstream_for_the_whole_delay_takes_its_offsets(stack: Stack) -> None:
+async def test_a_topic_absent_upstream_for_the_whole_delay_takes_its_offsets(
+    stack: Stack, upstream: Upstream
+) -> None:
     """Deleted straight on the upstream (no DeleteTopics passes through): the topic goes once it
     has been absent from complete refreshes for --upstream-topic-delete-after-ms."""
-    tansu, sidecar = await committed_topic(stack, "--upstream-topic-delete-after-ms", "1500")
+    topic, sidecar = await committed_topic(stack, upstream, "--upstream-topic-delete-after-ms",
+                                           "1500")  # fmt: skip
 
-    await delete_topic(tansu.bootstrap, TOPIC)
+    await delete_topic(upstream.bootstrap, topic)
     await rc.wait_until(
-        lambda: sidecar.upstream()["topics_absent"] == [TOPIC], 10, "the topic to be absent"
+        lambda: sidecar.upstream()["topics_absent"] == [topic], 10, "the topic to be absent"
     )
-    assert await committed_everywhere(sidecar.port) == dict.fromkeys(GROUPS, OFFSETS)
+    assert await committed_everywhere(sidecar.port, topic) == dict.fromkeys(GROUPS, OFFSETS)
 
     await rc.wait_until(
-        lambda: offsets_gone(sidecar.port), 15, "the offsets to be deleted after the delay"
+        lambda: offsets_gone(sidecar.port, topic), 15, "the offsets to be deleted after the delay"
     )
     line = next(x for x in sidecar.log().splitlines() if "absent from" in x)
     seconds = float(line.split(" over ")[1].split(" s")[0])
@@ -130,16 +142,18 @@ async def test_a_topic_absent_upstream_for_the_whole_delay_takes_its_offsets(sta
     assert sidecar.upstream()["topics_absent"] == []
 
 
-async def test_a_topic_recreated_upstream_under_a_new_id_takes_its_offsets(stack: Stack) -> None:
+async def test_a_topic_recreated_upstream_under_a_new_id_takes_its_offsets(
+    stack: Stack, upstream: Upstream
+) -> None:
     """A new topic id under a known name is a deletion and a creation (Metadata v10+ ids), as
     with Kafka: the old topic's offsets do not carry over to the new one."""
-    tansu, sidecar = await committed_topic(stack, "--upstream-topic-delete-after-ms", "600000")
+    topic, sidecar = await committed_topic(stack, upstream, "--upstream-topic-delete-after-ms",
+                                           "600000")  # fmt: skip
 
-    await delete_topic(tansu.bootstrap, TOPIC)
-    await create_topic(tansu.bootstrap, TOPIC, PARTITIONS)
+    await recreate_topic(upstream.bootstrap, topic, PARTITIONS)
 
     await rc.wait_until(
-        lambda: offsets_gone(sidecar.port), 15, "the offsets to be deleted with the old topic"
+        lambda: offsets_gone(sidecar.port, topic), 15, "the old topic's offsets to be deleted"
     )
     assert "re-created (new topic id)" in sidecar.log()
 

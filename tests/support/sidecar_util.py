@@ -411,13 +411,29 @@ def polls(m: rc.Member) -> int:
 # ------------------------------------------------------------------------------- Kafka helpers
 
 
-async def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
+async def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1,
+                       configs: dict[str, str] | None = None) -> None:
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
     await admin.start()
     try:
-        response = await admin.create_topics([NewTopic(name, partitions, replication)])
+        topic = NewTopic(name, partitions, replication, topic_configs=configs or {})
+        response = await admin.create_topics([topic])
+        errors = [e for _, e, *_ in response.topic_errors if e]
+        assert not errors, response
+    finally:
+        await admin.close()
+
+
+async def create_partitions(bootstrap: str, name: str, total: int) -> None:
+    """CreatePartitions (API 37: Kafka has it, tansu 0.6.0 does not): the topic grows to `total`."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    await admin.start()
+    try:
+        response = await admin.create_partitions({name: NewPartitions(total)})
         errors = [e for _, e, *_ in response.topic_errors if e]
         assert not errors, response
     finally:
@@ -448,6 +464,26 @@ async def produce(bootstrap: str, topic: str, keys: list[str],
         await asyncio.gather(*futures)
     finally:
         await producer.stop()
+
+
+async def recreate_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """Delete the topic and create it again under its name (a new topic id). Kafka deletes in
+    the background: CreateTopics answers TOPIC_ALREADY_EXISTS until it is gone, so it is asked
+    again until it succeeds."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    await delete_topic(bootstrap, name)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    await admin.start()
+
+    async def created() -> bool:
+        response = await admin.create_topics([NewTopic(name, partitions, 1)])
+        return not any(e for _, e, *_ in response.topic_errors)
+
+    try:
+        await rc.wait_until(created, 30, f"{name} to be created again", interval=0.2)
+    finally:
+        await admin.close()
 
 
 def upstream_groups(bootstrap: str) -> list[str]:
