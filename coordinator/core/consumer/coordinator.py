@@ -530,9 +530,9 @@ class ConsumerGroupCoordinator:
         its partitions, at epoch -2 until it rejoins or its session times out."""
         group = self.groups.get(req.group_id)
         if group is None:
-            raise _Refused(
-                ErrorCode.group_id_not_found, f"Consumer group {req.group_id} not found."
-            )
+            # Kafka's words for a leave differ from a heartbeat's ("Consumer group ... not
+            # found."): checked against Kafka 4.4 by tests/conformance.
+            raise _Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         left = HeartbeatResponse(
             ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch
         )
