@@ -102,7 +102,7 @@ def test_a_heartbeat_creates_a_group_whose_records_are_core_records() -> None:
     )
     response = reply(fx)
     assert isinstance(response, HeartbeatResponse) and response.error is E.none
-    assert response.member_epoch == 1 and response.heartbeat_interval_ms == 500
+    assert response.member_epoch == 2 and response.heartbeat_interval_ms == 500
     assert fx.records and all(type(r) is Record for r in fx.records)
     assert "g" in c.consumer.groups and "g" not in c.state.groups
     assert c.next_deadline_ms() == 10_000  # the consumer session timer drives the runtime's
