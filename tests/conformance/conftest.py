@@ -96,12 +96,40 @@ async def _wait_coordinator(port: int) -> None:
     raise AssertionError(f"Kafka's group coordinator not ready: {codes}")
 
 
+async def _wait_coordinator_sees(port: int, partitions: dict[str, int]) -> None:
+    """Until Kafka's group coordinator (whose metadata image trails the broker's Metadata answer)
+    assigns every partition of the new topics: a probe consumer group joins and leaves."""
+    want = sum(partitions.values())
+    deadline = time.monotonic() + 60
+    got = -1
+    while time.monotonic() < deadline:
+        group, member = f"conformance-probe-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:22]
+        beat = kio(68, 1, "ConsumerGroupHeartbeatRequest", group_id=group, member_id=member,
+                   member_epoch=0, instance_id=None, rack_id=None,
+                   rebalance_timeout=datetime.timedelta(seconds=30),
+                   subscribed_topic_names=tuple(partitions), subscribed_topic_regex=None,
+                   server_assignor=None, topic_partitions=())
+        answer = await _call(port, beat)
+        got = sum(len(tp.partitions) for tp in answer.assignment.topic_partitions) \
+            if answer.assignment else -1
+        await _call(port, kio(68, 1, "ConsumerGroupHeartbeatRequest", group_id=group,
+                              member_id=member, member_epoch=-1, instance_id=None, rack_id=None,
+                              rebalance_timeout=datetime.timedelta(seconds=30),
+                              subscribed_topic_names=None, subscribed_topic_regex=None,
+                              server_assignor=None, topic_partitions=None))
+        if got == want:
+            return
+        await asyncio.sleep(0.1)  # a polling interval inside a deadline-bounded wait
+    raise AssertionError(f"Kafka's group coordinator assigns {got} of {want} new partitions")
+
+
 async def _prepare(kafka_port: int, gc_port: int, topics: dict[str, str]) -> Env:
     partitions = {topics[t]: n for t, n in TOPICS.items()}
     await _create_topics(kafka_port, partitions)
     await _wait_coordinator(kafka_port)
     names = list(partitions)
     k_ids = await _wait_topics(kafka_port, names)
+    await _wait_coordinator_sees(kafka_port, partitions)
     g_ids = await _wait_topics(gc_port, names)
     back = {v: k for k, v in topics.items()}
     env = Env(kafka_port, gc_port, topics, dict(TOPICS), prefix=_prefix(topics))

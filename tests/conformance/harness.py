@@ -43,10 +43,14 @@ Tree = Any
 Builder = Callable[["Side"], Any]
 DIFFERENCES_FILE = Path(__file__).with_name("intended_differences.toml")
 THROTTLE = "<throttle>"
+# OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup,
+# DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat/Describe.
+GROUP_APIS = {8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47, 68, 69}
 NODE = "<node>"
 
 # Lists whose order Kafka leaves open (HashMap iteration): sorted by these keys before comparing.
-_SORT_KEYS = ("member_id", "group_id", "name", "topic_id", "key", "topic_name")
+_SORT_KEYS = ("member_id", "group_id", "name", "topic_id", "key", "topic_name", "partition_index",
+              "api_key")
 
 
 # ------------------------------------------------------------------------------- intended list
@@ -61,6 +65,7 @@ class Intended:
     kafka: Any = None
     groupcoord: Any = None
     when: str | None = None
+    where: tuple[tuple[str, Any], ...] = ()  # sibling fields of the differing one, in Kafka's tree
     has_kafka: bool = False
     has_groupcoord: bool = False
 
@@ -74,7 +79,21 @@ class Intended:
             return False
         if self.has_groupcoord and g != self.groupcoord:
             return False
+        if self.where:
+            parent = _at(ctx.kafka, path.rsplit(".", 1)[0] if "." in path else "")
+            if not isinstance(parent, dict) or any(parent.get(k) != v for k, v in self.where):
+                return False
         return self.when is None or CONDITIONS[self.when](ctx, path, k, g)
+
+
+def _at(tree: Tree, path: str) -> Tree:
+    """The node at a concrete path ("groups[0].members[1]")."""
+    for part in filter(None, re.split(r"\.|(?=\[)", path)):
+        if part.startswith("["):
+            tree = tree[int(part[1:-1])]
+        else:
+            tree = tree.get(part) if isinstance(tree, dict) else None
+    return tree
 
 
 def _path_pattern(path: str) -> re.Pattern[str]:
@@ -93,7 +112,7 @@ def load_intended(path: Path = DIFFERENCES_FILE) -> list[Intended]:
             raise AssertionError(f"{path}: {e['id']}: an intended difference needs its reason")
         out.append(Intended(e["id"], e["api"], (versions[0], versions[1]), _path_pattern(e["path"]),
                             e["reason"], e.get("kafka"), e.get("groupcoord"), when,
-                            "kafka" in e, "groupcoord" in e))
+                            tuple(e.get("where", {}).items()), "kafka" in e, "groupcoord" in e))
     return out
 
 
@@ -118,8 +137,24 @@ def _leader_after_leader_left(ctx: StepContext, path: str, k: Any, g: Any) -> bo
     return True  # the members list follows from who leads: given to the leader only
 
 
+def _regex_pending(ctx: StepContext, path: str, k: Any, g: Any) -> bool:
+    """While a sequence waits for Kafka to resolve a new regex subscription (a background task in
+    Kafka; groupcoord resolves it inside the heartbeat), Kafka's epochs and assignment lag."""
+    return bool(ctx.notes.get("regex_pending"))
+
+
+def _released_partitions_one_heartbeat_apart(ctx: StepContext, path: str, k: Any, g: Any
+                                             ) -> bool:
+    """One server hands a member the partitions another member just released in this heartbeat,
+    the other in the next: one answer carries the assignment, the other none, at one epoch."""
+    same_epoch = ctx.kafka.get("member_epoch") == ctx.groupcoord.get("member_epoch")
+    return same_epoch and (k is None) != (g is None)
+
+
 CONDITIONS: dict[str, Callable[[StepContext, str, Any, Any], bool]] = {
+    "released_partitions_one_heartbeat_apart": _released_partitions_one_heartbeat_apart,
     "leader_after_leader_left": _leader_after_leader_left,
+    "regex_pending": _regex_pending,
 }
 USED: dict[str, int] = {}
 
@@ -169,6 +204,8 @@ class Side:
     member_ids: dict[str, str] = field(default_factory=dict)  # logical member -> current id
     tokens: dict[str, str] = field(default_factory=dict)  # actual member id -> m1, m2...
     last_join: dict[str, Tree] = field(default_factory=dict)  # member -> its last JoinGroup answer
+    # KIP-848: member -> (epoch, owned partitions) as its client would hold them after the answers
+    cg: dict[str, tuple[int, dict[str, list[int]]]] = field(default_factory=dict)
 
     def mid(self, who: str) -> str:
         """The member id `who` holds on this server ("" before its first join)."""
@@ -188,6 +225,17 @@ class Side:
         if member_id:
             self.member_ids[who] = member_id
             self.token(member_id)
+
+    def follow_heartbeat(self, who: str, request: Any, answer: Tree) -> None:
+        """A consumer's view after a ConsumerGroupHeartbeat answer: its epoch, and the
+        partitions it owns (an answer's assignment, when present, replaces them)."""
+        if answer.get("error_code") or request.member_epoch < 0:
+            self.cg.pop(who, None)
+            return
+        _, owned = self.cg.get(who, (0, {}))
+        if answer.get("assignment") is not None:
+            owned = assignment_of(answer)
+        self.cg[who] = (int(answer["member_epoch"]), owned)
 
     def who(self, token: str) -> str:
         """The logical member whose current id has normalised name `token`."""
@@ -221,8 +269,12 @@ class Side:
                 return out
             if isinstance(node, list):
                 items = [walk(v, key) for v in node]
-                if api == 16 and key == "groups":
+                if api == 16 and key == "groups":  # the shared Kafka lists others' groups too
                     items = [i for i in items if i.get("group_id") in self.groups]
+                if api == 18 and key == "api_keys":  # the group coordinator's APIs only
+                    items = [i for i in items if i.get("api_key") in GROUP_APIS]
+                if key == "subscribed_topic_names":  # a set: Kafka lists it in hash order
+                    return sorted(items)
                 return _sorted(items)
             if key in ("throttle_time", "throttle_time_ms"):
                 return THROTTLE
@@ -343,6 +395,9 @@ class Sequence:
             gt = self.groupcoord.normalise(to_tree(gr), api)
             if api == 11:
                 self.kafka.last_join[who], self.groupcoord.last_join[who] = kt, gt
+            if api == 68:
+                for side, tree in ((self.kafka, kt), (self.groupcoord, gt)):
+                    side.follow_heartbeat(who, entity, tree)
             self._compare(who, type(entity).__name__, api, version, kt, gt)
             results.append(kt)
         return results
@@ -563,9 +618,9 @@ def commit(version: int = 9, group: str = "g", who: str = "", *, generation: int
                               partitions=tuple(ps)))
         f2: dict[str, Any] = {"group_id": side.group(group), "topics": tuple(topics),
                               "member_id": side.mid(who) if member_id is None else member_id}
-        f2["generation_id_or_member_epoch" if version >= 9 else "generation_id"] = generation
+        f2["generation_id_or_member_epoch"] = generation
         if 2 <= version <= 4:
-            f2["retention_time_ms"] = -1
+            f2["retention_time"] = datetime.timedelta(milliseconds=-1)
         if version >= 7:
             f2["group_instance_id"] = instance
         return kio(8, version, "OffsetCommitRequest", **f2)
@@ -623,16 +678,20 @@ def cg_heartbeat(version: int = 1, group: str = "g", who: str = "", *, epoch: in
         real_regex = regex
         if regex is not None:
             real_regex = regex.replace("{prefix}", side.env.prefix)
-        return kio(68, version, "ConsumerGroupHeartbeatRequest",
-                   group_id=side.group(group), member_id=mid, member_epoch=epoch,
-                   instance_id=instance, rack_id=rack,
-                   rebalance_timeout=datetime.timedelta(milliseconds=rebalance_ms),
-                   subscribed_topic_names=None if topics is None else tuple(
-                       side.topic(t) for t in topics),
-                   subscribed_topic_regex=real_regex, server_assignor=assignor,
-                   topic_partitions=None if owned is None else tuple(
-                       kio(68, version, "TopicPartitions", topic_id=side.topic_id(t),
-                           partitions=tuple(ps)) for t, ps in owned.items()))
+        mine = owned if owned is not None or epoch != 0 else {}  # a join owns nothing
+        f: dict[str, Any] = {
+            "group_id": side.group(group), "member_id": mid, "member_epoch": epoch,
+            "instance_id": instance, "rack_id": rack,
+            "rebalance_timeout": datetime.timedelta(milliseconds=rebalance_ms),
+            "subscribed_topic_names": None if topics is None else tuple(
+                side.topic(t) for t in topics),
+            "server_assignor": assignor,
+            "topic_partitions": None if mine is None else tuple(
+                kio(68, version, "TopicPartitions", topic_id=side.topic_id(t),
+                    partitions=tuple(ps)) for t, ps in mine.items())}
+        if version >= 1:
+            f["subscribed_topic_regex"] = real_regex
+        return kio(68, version, "ConsumerGroupHeartbeatRequest", **f)
 
     return build
 
@@ -652,3 +711,13 @@ def assignment_of(tree: Tree) -> dict[str, list[int]]:
     if not a:
         return {}
     return {tp["topic_id"]: sorted(tp["partitions"]) for tp in a["topic_partitions"]}
+
+
+def cg_follow(version: int = 1, group: str = "g", who: str = "", **kw: Any) -> Builder:
+    """The heartbeat `who`'s client sends next on each server: its own epoch there and what it
+    owns there (so a server that is a step behind is not told the other's epoch)."""
+    def build(side: Side) -> Any:
+        epoch, owned = side.cg.get(who, (0, {}))
+        return cg_heartbeat(version, group, who, epoch=epoch, owned=owned, **kw)(side)
+
+    return build
