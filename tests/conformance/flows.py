@@ -18,34 +18,55 @@ SIBLINGS = {0: (0, 0, 0), 1: (0, 0, 0), 2: (1, 1, 1), 3: (2, 2, 2), 4: (2, 2, 2)
 
 async def join(s: Sequence, whos: list[str], version: int = 9, group: str = "g",
                statics: dict[str, str] | None = None, **kw: Any) -> dict[str, Tree]:
-    """`whos` join one generation, in an order both servers see alike. New dynamic members first
-    get their ids (MEMBER_ID_REQUIRED, v4+: no rebalance yet). whos[0] then starts the join phase;
-    the others are sent once both servers are in PreparingRebalance, so none of them lands in a
-    Stable or CompletingRebalance group. In an empty group whos[0] completes a generation alone
-    (the initial delay is 0), the others then start the next phase and whos[0] rejoins it.
-    Every member's join must start or join a rebalance (a new member, the leader, changed
-    metadata, or a group already rebalancing). Returns each member's final JoinGroup answer."""
+    """`whos` join one generation, in an order both servers see alike. whos[0] starts the join
+    phase; each member the group does not know yet is sent once both servers are in
+    PreparingRebalance and counted the one before it (a new dynamic member first gets its id
+    through MEMBER_ID_REQUIRED, v4+, right then: a pending member holds the phase open); the
+    known members come last, so none lands in a Stable or CompletingRebalance group. When
+    whos[0] is the group's only member its join completes a generation at once; the others
+    then start the next phase and whos[0] rejoins it. Every member's join must start or join a
+    rebalance (a new member, the leader, changed metadata, or a group already rebalancing).
+    Returns each member's final JoinGroup answer."""
     statics = statics or {}
 
     def call(who: str) -> tuple[str, h.Builder]:
         return who, h.join(version, group, who, instance=statics.get(who), **kw)
 
-    new = [w for w in whos if not s.kafka.mid(w) and w not in statics]
-    if version >= 4 and new:
-        await s.step(*(call(w) for w in new))
+    async def with_id(who: str) -> None:
+        if version >= 4 and not s.kafka.mid(who) and who not in statics:
+            await s.step(call(who))  # MEMBER_ID_REQUIRED
+
     first, rest = whos[0], whos[1:]
+    await with_id(first)
     if not rest:
         return {first: (await s.step(call(first)))[0]}
-    if await s.state(group) in ("Empty", "Dead"):
+    present = await s.members(group)
+    if await s.state(group) in ("Empty", "Dead") or present <= {first}:
         await s.step(call(first))
-        parked = await s.send(*(call(w) for w in rest))
-        await s.wait_state("PreparingRebalance", group)
-        answers = await s.receive(parked, await s.send(call(first)))
+        parked = await _newcomers_one_by_one(s, list(rest), group, call, with_id, 1)
+        answers = await s.receive(*parked, await s.send(call(first)))
         return dict(zip([*rest, first], answers, strict=True))
-    parked = await s.send(call(first))
+    parked = [await s.send(call(first))]
     await s.wait_state("PreparingRebalance", group)
-    answers = await s.receive(parked, await s.send(*(call(w) for w in rest)))
-    return dict(zip(whos, answers, strict=True))
+    newcomers = [w for w in rest if w not in present]
+    known = [w for w in rest if w in present]
+    parked += await _newcomers_one_by_one(s, newcomers, group, call, with_id,
+                                          len(present | {first}))
+    answers = await s.receive(*parked, await s.send(*(call(w) for w in known)))
+    return dict(zip([first, *newcomers, *known], answers, strict=True))
+
+
+async def _newcomers_one_by_one(s: Sequence, newcomers: list[str], group: str, call: Any,
+                                with_id: Any, count: int) -> list[h.Pending]:
+    """Each newcomer's join, sent once both servers counted the one before: a member the group
+    does not know yet must be in before the last known member's join can complete the phase."""
+    parked = []
+    for who in newcomers:
+        await with_id(who)
+        parked.append(await s.send(call(who)))
+        count += 1
+        await s.wait_state("PreparingRebalance", group, members=count)
+    return parked
 
 
 def note_generation(s: Sequence, answers: dict[str, Tree]) -> None:
@@ -78,8 +99,9 @@ def _sync_builder(version: int, group: str, who: str, answer: Tree, instance: st
         mine = side.last_join.get(who, answer)
         assignments = None
         if mine.get("members"):  # only the leader is told the members
-            assignments = {side.who(m["member_id"]): f"assignment-{side.who(m['member_id'])}"
-                           .encode() for m in mine["members"]}
+            ids = {token: actual for actual, token in side.tokens.items()}
+            assignments = {"=" + ids[m["member_id"]]: f"assignment-{m['member_id']}".encode()
+                           for m in mine["members"]}
         return h.sync(version, group, who, generation=mine["generation_id"], instance=instance,
                       assignments=assignments, protocol_name=mine.get("protocol_name") or "range"
                       )(side)

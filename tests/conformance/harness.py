@@ -156,7 +156,8 @@ CONDITIONS: dict[str, Callable[[StepContext, str, Any, Any], bool]] = {
     "leader_after_leader_left": _leader_after_leader_left,
     "regex_pending": _regex_pending,
 }
-USED: dict[str, int] = {}
+USED: dict[str, int] = {}  # intended difference id -> times met in this run
+COMPARED: dict[str, int] = {}  # request name and version -> answers compared in this run
 
 
 # ------------------------------------------------------------------------------- trees and diffs
@@ -412,9 +413,10 @@ class Sequence:
         answer = await client.call(describe(5, group)(self.kafka), timeout=20)
         return str(answer.groups[0].group_state)
 
-    async def wait_state(self, state: str, group: str = "g", timeout: float = 20) -> None:
-        """Until both servers describe `group` in `state` (not compared: a barrier that orders a
-        request on one connection after one on another)."""
+    async def wait_state(self, state: str, group: str = "g", timeout: float = 20,
+                         members: int | None = None) -> None:
+        """Until both servers describe `group` in `state` (with at least `members` members): a
+        barrier, not compared, that orders a request on one connection after one on another."""
         async def wait(side: Side) -> None:
             client = await side.client("<probe>")
             loop = asyncio.get_running_loop()
@@ -422,13 +424,22 @@ class Sequence:
             seen = None
             while loop.time() < deadline:
                 answer = await client.call(describe(5, group)(side), timeout=timeout)
-                seen = answer.groups[0].group_state
-                if seen == state:
+                g = answer.groups[0]
+                seen = (g.group_state, len(g.members))
+                if g.group_state == state and len(g.members) >= (members or 0):
                     return
                 await asyncio.sleep(0.01)  # a polling interval inside a deadline-bounded wait
-            raise AssertionError(f"{side.name}: group {group} never {state} (last {seen})")
+            raise AssertionError(f"{side.name}: group {group} never {state} with {members} "
+                                 f"members (last {seen})")
 
         await asyncio.gather(wait(self.kafka), wait(self.groupcoord))
+
+    async def members(self, group: str = "g") -> set[str]:
+        """The logical members Kafka describes in `group` (a probe, not compared)."""
+        client = await self.kafka.client("<probe>")
+        answer = await client.call(describe(5, group)(self.kafka), timeout=20)
+        ids = {m.member_id for m in answer.groups[0].members}
+        return {w for w, m in self.kafka.member_ids.items() if m in ids}
 
     async def one(self, who: str, build: Builder, timeout: float = 20) -> Tree:
         return (await self.step((who, build), timeout=timeout))[0]
@@ -444,6 +455,7 @@ class Sequence:
             else:
                 USED[hit.id] = USED.get(hit.id, 0) + 1
         self.log.append(f"{who}: {name} v{version}")
+        COMPARED[f"{name} v{version}"] = COMPARED.get(f"{name} v{version}", 0) + 1
         if os.environ.get("CONFORMANCE_TRACE"):  # every compared answer, for a reader
             print(f"{who}: {name} v{version}\n{pformat(kt, width=100)}")
         if unlisted:
@@ -501,12 +513,14 @@ def sync(version: int = 5, group: str = "g", who: str = "", *, generation: int,
          instance: str | None = None, assignments: dict[str, bytes] | None = None,
          member_id: str | None = None, protocol_type: str | None = "consumer",
          protocol_name: str | None = "range") -> Builder:
+    """SyncGroup; `assignments` is keyed by logical member, or by "=<actual member id>"."""
     def build(side: Side) -> Any:
         fields: dict[str, Any] = {
             "group_id": side.group(group), "generation_id": generation,
             "member_id": side.mid(who) if member_id is None else member_id,
             "assignments": tuple(kio(14, version, "SyncGroupRequestAssignment",
-                                     member_id=side.mid(m), assignment=a)
+                                     member_id=m[1:] if m.startswith("=") else side.mid(m),
+                                     assignment=a)
                                  for m, a in (assignments or {}).items()),
         }
         if version >= 3:

@@ -262,3 +262,16 @@ async def test_everyone_leaves_then_delete(env: h.Env) -> None:
         await s.one("A", h.offset_fetch(topics=None))
         await s.one("A", h.heartbeat(who="A", generation=gen))
         await flows.join(s, ["A"])  # a new life after Dead
+
+
+@pytest.mark.parametrize("version", [4, 9])
+async def test_sole_member_rejoins_then_a_newcomer(env: h.Env, version: int) -> None:
+    """The group's only member rejoins (a generation of one at once), then a new member joins
+    the CompletingRebalance group: the phase waits for the first member's rejoin."""
+    sv = SIBLINGS[version][0]
+    async with env.sequence() as s:
+        joined = await flows.join(s, ["S"], version)
+        await flows.sync(s, joined, sv)
+        await flows.join(s, ["S", "A"], version, protos=h.protocols(
+            "range", metadata=h.subscription("t2")))
+        await s.one("A", h.describe(5))
