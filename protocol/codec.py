@@ -27,9 +27,9 @@ import io
 import re
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import timedelta
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
@@ -148,16 +148,25 @@ def parse_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]
 
 
 _Reader = Callable[[Any, int], tuple[Any, int]]
-_readers: dict[tuple[int, int], tuple[_Reader, _Reader, Scan | None]] = {}
+_Readers = tuple[_Reader, _Reader, Scan | None, tuple[str, ...]]
+_readers: dict[tuple[int, int], _Readers] = {}
 
 
-def _request_readers(api_key: int, api_version: int) -> tuple[_Reader, _Reader, Scan | None]:
+def _request_readers(api_key: int, api_version: int) -> _Readers:
     readers = _readers.get((api_key, api_version))
     if readers is None:
         cls = apis.request_class(api_key, api_version)
-        readers = (entity_reader(cls), lenient_entity_reader(cls), scanner_for(cls))
+        readers = (entity_reader(cls), lenient_entity_reader(cls), scanner_for(cls),
+                   _non_nullable(cls))  # fmt: skip
         _readers[api_key, api_version] = readers
     return readers
+
+
+def _non_nullable(cls: type) -> tuple[str, ...]:
+    """The request's top-level fields that may not be null in this version (kio's reader takes a
+    null array or string for any field; Kafka's refuses one that is not nullable in the version,
+    "non-nullable field topics was serialized as null", and closes the connection)."""
+    return tuple(f.name for f in fields(cls) if type(None) not in get_args(f.type))
 
 
 def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, object]:
@@ -167,7 +176,7 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, object]:
     Raises UnsupportedVersion (ApiVersionsUnsupported for ApiVersions) or MalformedRequest.
     """
     header, offset = parse_request_header(frame)
-    native, lenient, scan = _request_readers(header.api_key, header.api_version)
+    native, lenient, scan, non_nullable = _request_readers(header.api_key, header.api_version)
     try:
         if scan is not None:
             # kio's native reader aborts the process on a huge array length (see protocol.guard).
@@ -181,6 +190,11 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, object]:
             raise MalformedRequest(f"api {header.api_key} v{header.api_version}: {exc}") from exc
     except Exception as exc:
         raise MalformedRequest(f"api {header.api_key} v{header.api_version}: {exc}") from exc
+    for name in non_nullable:
+        if getattr(request, name) is None:
+            raise MalformedRequest(
+                f"api {header.api_key} v{header.api_version}: non-nullable field {name} was null"
+            )
     return header, request
 
 

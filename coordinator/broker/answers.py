@@ -158,6 +158,11 @@ def metadata_response(
 # FindCoordinator (10)
 
 
+# What Kafka 4.4 puts in a successful answer's error_message (Errors.NONE.message()): "NONE" in
+# v1-v3, "" in each coordinator of v4+ (checked against Kafka by tests/conformance).
+_NO_ERROR_MESSAGE_V1_3 = "NONE"
+
+
 def find_coordinator_response(version: int, request: Any, advertised: Advertised) -> Any:
     cls = response_class(10, version)
     key_type = getattr(request, "key_type", _GROUP_KEY)
@@ -176,7 +181,7 @@ def find_coordinator_response(version: int, request: Any, advertised: Advertised
             cls,
             throttle_time=_ZERO,
             error_code=ErrorCode.none,
-            error_message=None,
+            error_message=_NO_ERROR_MESSAGE_V1_3,
             node_id=advertised.node_id,
             host=advertised.host,
             port=advertised.port,
@@ -191,7 +196,7 @@ def find_coordinator_response(version: int, request: Any, advertised: Advertised
             host=advertised.host if ok else "",
             port=advertised.port if ok else -1,
             error_code=ErrorCode.none if ok else ErrorCode.invalid_request,
-            error_message=None if ok else "groupcoord coordinates consumer groups only",
+            error_message="" if ok else "groupcoord coordinates consumer groups only",
         )
         for key in request.coordinator_keys
     )

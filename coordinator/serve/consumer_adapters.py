@@ -115,13 +115,15 @@ def _describe_response(v: int, res: ConsumerGroupDescribeResult) -> object:
     def group(g: DescribedConsumerGroup) -> object:
         d = g.description
         if d is None:
+            # Kafka 4.4 leaves a failed group's fields at their defaults: no state, epochs 0
+            # (checked against Kafka by tests/conformance).
             return mod.DescribedGroup(
                 error_code=g.error,
                 error_message=g.error_message,
                 group_id=g.group_id,
-                group_state="Dead" if g.error == ErrorCode.group_id_not_found else "",
-                group_epoch=-1,
-                assignment_epoch=-1,
+                group_state="",
+                group_epoch=0,
+                assignment_epoch=0,
                 assignor_name="",
                 members=(),
                 authorized_operations=_AUTHORIZED_OPERATIONS_OMITTED,
@@ -151,7 +153,8 @@ def _describe_response(v: int, res: ConsumerGroupDescribeResult) -> object:
                 "client_id": m.client_id,
                 "client_host": m.client_host,
                 "subscribed_topic_names": m.subscribed_topic_names,
-                "subscribed_topic_regex": m.subscribed_topic_regex,
+                # Kafka 4.4 describes "no regex" as "" (checked by tests/conformance).
+                "subscribed_topic_regex": m.subscribed_topic_regex or "",
                 "assignment": assignment(m.assignment),
                 "target_assignment": assignment(m.target_assignment),
             }

@@ -76,13 +76,14 @@ def consumer_history() -> tuple[list[tuple[int, Event]], list[list[Event]]]:
 
     step(0, _beat(c, 0, "m1", 0)[1])
     step(100, _beat(c, 100, "m2", 0)[1])  # m2's partitions are m1's until it revokes them
-    r, events = _beat(c, 200, "m1", 1, (0, 1, 2, 3))
-    assert r.member_epoch == 1  # unrevoked partitions: m1 stays at epoch 1
+    # A new group is at epoch 1 (as in Kafka 4.4), so m1's join makes it 2.
+    r, events = _beat(c, 200, "m1", 2, (0, 1, 2, 3))
+    assert r.member_epoch == 2  # unrevoked partitions: m1 stays at epoch 2
     step(200, events)
-    step(300, _beat(c, 300, "m1", 1, (0, 1))[1])  # revoked: m1 reaches epoch 2
-    step(400, _beat(c, 400, "m2", 2, ())[1])  # m2 takes the released partitions: Stable
+    step(300, _beat(c, 300, "m1", 2, (0, 1))[1])  # revoked: m1 reaches epoch 3
+    step(400, _beat(c, 400, "m2", 3, ())[1])  # m2 takes the released partitions: Stable
     step(500, _beat(c, 500, "m2", -1)[1])  # m2 leaves
-    step(600, _beat(c, 600, "m1", 2, (0, 1))[1])  # m1 takes everything: Stable again
+    step(600, _beat(c, 600, "m1", 3, (0, 1))[1])  # m1 takes everything: Stable again
     step(600 + SESSION_MS, list(c.expire(600 + SESSION_MS).events))  # m1's session expires
     return timed, steps
 
@@ -104,7 +105,7 @@ def test_a_consumer_groups_rebalances_are_the_cores_events() -> None:
     done = first[-1]
     assert isinstance(done, RebalanceCompleted)
     assert (done.group_type, done.generation_id, done.protocol_name, done.leader) == (
-        "consumer", 1, "uniform", None
+        "consumer", 2, "uniform", None
     )  # fmt: skip
 
     assert [type(e) for e in second] == [MemberJoined, RebalanceStarted]
@@ -114,12 +115,12 @@ def test_a_consumer_groups_rebalances_are_the_cores_events() -> None:
         RebalanceCause.MEMBER_JOINED, "m2", "client-m2"
     )  # fmt: skip
     assert revoking == []  # still revoking: nothing reconciled
-    assert revoked == [MemberReconciled(G, "m1", 2, 200)]  # 200 ms after m2's join bumped
-    assert stable[0] == MemberReconciled(G, "m2", 2, 300)
+    assert revoked == [MemberReconciled(G, "m1", 3, 200)]  # 200 ms after m2's join bumped
+    assert stable[0] == MemberReconciled(G, "m2", 3, 300)
     done = stable[1]
     assert isinstance(done, RebalanceCompleted)
     assert (done.generation_id, done.members, done.cause, done.trigger.member_id) == (
-        2, 2, RebalanceCause.MEMBER_JOINED, "m2"
+        3, 2, RebalanceCause.MEMBER_JOINED, "m2"
     )  # fmt: skip
     assert (done.join_completed_ms - done.started_ms, done.now_ms - done.started_ms) == (0, 300)
 
@@ -132,7 +133,7 @@ def test_a_consumer_groups_rebalances_are_the_cores_events() -> None:
     gone, bump, done = expired
     assert isinstance(gone, MemberLeft) and gone.reason is LeaveReason.EXPIRED
     assert isinstance(bump, RebalanceStarted) and bump.cause is RebalanceCause.SESSION_EXPIRED
-    assert isinstance(done, RebalanceCompleted) and (done.members, done.generation_id) == (0, 4)
+    assert isinstance(done, RebalanceCompleted) and (done.members, done.generation_id) == (0, 5)
 
 
 def history_rows(wall0_ms: int) -> list[Row]:
@@ -156,14 +157,14 @@ def test_the_history_log_gets_the_rebalances_with_the_group_type() -> None:
     assert kinds.count(Kind.MEMBER_RECONCILED) == 4
     completed = [e for e in decoded if e.kind is Kind.REBALANCE_COMPLETED]
     assert [(e.get("generation_id"), e.get("cause"), e.get("group_type")) for e in completed] == [
-        (1, "member_joined", "consumer"),
         (2, "member_joined", "consumer"),
-        (3, "member_left", "consumer"),
-        (4, "session_expired", "consumer"),
+        (3, "member_joined", "consumer"),
+        (4, "member_left", "consumer"),
+        (5, "session_expired", "consumer"),
     ]
     assert [e.get("member_id") for e in completed] == ["m1", "m2", "m2", "m1"]  # the triggers
     assert completed[1].get("rebalance_ms") == 300
     reconciled = [e for e in decoded if e.kind is Kind.MEMBER_RECONCILED]
     got = [(e.get("member_id"), e.get("generation_id"), e.get("reconcile_ms")) for e in reconciled]
-    assert got == [("m1", 1, 0), ("m1", 2, 200), ("m2", 2, 300), ("m1", 3, 100)]
+    assert got == [("m1", 2, 0), ("m1", 3, 200), ("m2", 3, 300), ("m1", 4, 100)]
     assert Kind.GROUP_EMPTIED in kinds  # the expiry emptied it

@@ -37,7 +37,8 @@ def test_first_join_creates_the_group_and_answers_the_assignment() -> None:
     c = h.client("a")
     r = h.poll(c)
     assert r.error.name == "none"
-    assert (r.member_id, r.member_epoch, r.heartbeat_interval_ms) == ("a", 1, 5_000)
+    # a new group is at epoch 1 (Kafka 4.4), so its first member reaches epoch 2
+    assert (r.member_id, r.member_epoch, r.heartbeat_interval_ms) == ("a", 2, 5_000)
     assert r.assignment is not None and sum(len(tp.partitions) for tp in r.assignment) == 6
     types = [type(rec.key).__name__ for rec in h.records]
     assert types == [
@@ -69,19 +70,19 @@ def test_partitions_move_only_after_the_previous_owner_revokes_them() -> None:
     assert len(a.owned_set()) == 4
     b = h.client("b")
     rb = h.poll(b)  # b joins: the target gives it 2 partitions, but a still holds them
-    assert rb.member_epoch == h.group.group_epoch == 2
+    assert rb.member_epoch == h.group.group_epoch == 3
     assert b.owned_set() == set()
     assert h.group.members["b"].state is MemberState.UNRELEASED_PARTITIONS
-    ra = h.poll(a)  # a learns it must revoke two partitions, still at epoch 1
-    assert ra.member_epoch == 1
+    ra = h.poll(a)  # a learns it must revoke two partitions, still at epoch 2
+    assert ra.member_epoch == 2
     assert h.group.members["a"].state is MemberState.UNREVOKED_PARTITIONS
     assert len(a.owned_set()) == 2
     h.poll(b)  # a has not acknowledged the revocation yet: b still waits
     assert b.owned_set() == set()
     h.check_invariants()
-    h.poll(a)  # a reports it no longer owns them: epoch 2, stable
-    assert a.epoch == 2 and h.core.describe("g") is not None
-    assert h.group.members["a"].is_reconciled_to(2)
+    h.poll(a)  # a reports it no longer owns them: epoch 3, stable
+    assert a.epoch == 3 and h.core.describe("g") is not None
+    assert h.group.members["a"].is_reconciled_to(3)
     h.poll(b)
     assert len(b.owned_set()) == 2 and b.owned_set().isdisjoint(a.owned_set())
     h.check_invariants()
@@ -158,10 +159,10 @@ def test_a_member_that_does_not_revoke_is_fenced_after_its_rebalance_timeout() -
     everything = a.owned_tps()
     ra = h.poll(a)
     assert h.group.members["a"].state is MemberState.UNREVOKED_PARTITIONS
-    assert ra.member_epoch == 1
+    assert ra.member_epoch == 2
     # a keeps heartbeating but keeps reporting the partitions it was asked to revoke
     for _ in range(9):
-        assert h.send(member_id="a", member_epoch=1, topic_partitions=everything).error.name == (
+        assert h.send(member_id="a", member_epoch=2, topic_partitions=everything).error.name == (
             "none"
         )
         h.advance(1_000)
@@ -284,7 +285,7 @@ def test_stale_and_future_epochs_are_fenced() -> None:
     h.client("c")
     h.settle()
     epoch = a.epoch
-    assert epoch == 3
+    assert epoch == 4
     assert h.send(member_id="a", member_epoch=epoch + 1, topic_partitions=()).error.name == (
         "fenced_member_epoch"
     )

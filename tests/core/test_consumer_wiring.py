@@ -28,6 +28,8 @@ from coordinator.core.messages import (
     ListGroupsResult,
     OffsetCommit,
     OffsetCommitResult,
+    OffsetDelete,
+    OffsetDeleteResult,
     OffsetFetch,
     OffsetFetchResult,
     Protocol,
@@ -102,7 +104,7 @@ def test_a_heartbeat_creates_a_group_whose_records_are_core_records() -> None:
     )
     response = reply(fx)
     assert isinstance(response, HeartbeatResponse) and response.error is E.none
-    assert response.member_epoch == 1 and response.heartbeat_interval_ms == 500
+    assert response.member_epoch == 2 and response.heartbeat_interval_ms == 500
     assert fx.records and all(type(r) is Record for r in fx.records)
     assert "g" in c.consumer.groups and "g" not in c.state.groups
     assert c.next_deadline_ms() == 10_000  # the consumer session timer drives the runtime's
@@ -225,3 +227,24 @@ def test_replaying_the_records_rebuilds_the_groups_and_offsets() -> None:
         assert "g" not in loaded.state.groups
         assert loaded.consumer.describe("g") == live.consumer.describe("g")
         assert loaded.committed_offsets("g") == live.committed_offsets("g")
+
+
+def test_offset_delete_refuses_a_consumer_groups_subscribed_topics_per_partition() -> None:
+    """Kafka's ConsumerGroup.validateOffsetDelete checks nothing; each partition of a topic the
+    members subscribe to is refused with GROUP_SUBSCRIBED_TO_TOPIC, the rest deleted (it was
+    GROUP_ID_NOT_FOUND: the handler knew classic groups only; found by tests/conformance)."""
+    c = core()
+    member = join(c, "g", "m1")
+    assert commit(c, "g", "m1", member.member_epoch) is E.none
+    result = reply(c.handle(1, OffsetDelete("g", (FetchTopic(T, (0, 9)),)), 0))
+    assert isinstance(result, OffsetDeleteResult) and result.error is E.none
+    assert [(p.partition, p.error) for p in result.topics[0].partitions] == [
+        (0, E.group_subscribed_to_topic), (9, E.unknown_topic_or_partition)
+    ]  # fmt: skip
+    leave = ConsumerGroupHeartbeat("g", "m1", -1)
+    assert isinstance(reply(c.handle(1, leave, 0)), HeartbeatResponse)
+    result = reply(c.handle(1, OffsetDelete("g", (FetchTopic(T, (0,)),)), 0))
+    assert isinstance(result, OffsetDeleteResult)
+    assert [(p.partition, p.error) for p in result.topics[0].partitions] == [(0, E.none)]
+    fetched = reply(c.handle(1, OffsetFetch((FetchGroup("g", None),), False, 9), 0))
+    assert isinstance(fetched, OffsetFetchResult) and fetched.groups[0].topics == ()

@@ -231,6 +231,17 @@ def test_malformed(frame: bytes) -> None:
         decode_request(frame)
 
 
+def test_null_in_a_non_nullable_field_is_malformed() -> None:
+    """OffsetFetch v1's topics may not be null (null means every topic from v2 on): Kafka 4.4
+    closes the connection ("non-nullable field topics was serialized as null"); so do we,
+    instead of answering with every topic (found by tests/conformance)."""
+    body = struct.pack(">h", 1) + b"g" + struct.pack(">i", -1)
+    with pytest.raises(MalformedRequest, match="non-nullable field topics"):
+        decode_request(request_frame(9, 1, body))
+    _, request = decode_request(request_frame(9, 2, body))  # v2: null is every topic
+    assert request.topics is None  # type: ignore[attr-defined]
+
+
 # --------------------------------------------------------------------------------------------------
 # Round trips for every advertised version
 

@@ -180,6 +180,11 @@ class KafkaCluster:
             "group.consumer.heartbeat.interval.ms": "1000",
             "group.consumer.min.heartbeat.interval.ms": "500",
             "group.consumer.session.timeout.ms": "10000",
+            # Kafka 4.4 batches target assignments (one per 1 s by default) and computes them on a
+            # background thread; groupcoord computes one in the heartbeat that needs it, as Kafka
+            # did up to 4.1. Off, so a heartbeat's answer is comparable (tests/conformance).
+            "group.consumer.assignment.interval.ms": "0",
+            "group.consumer.assignor.offload.enable": "false",
             "group.consumer.min.session.timeout.ms": "1000",
             # Classic groups' bounds are group.min/max.session.timeout.ms (Kafka 4.4 has no
             # group.classic.* name for them): the fleet's members join with 4 s, under the 6 s

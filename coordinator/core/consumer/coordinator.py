@@ -93,6 +93,8 @@ from coordinator.core.topics import TopicCatalog
 __all__ = ["ConsumerGroupCoordinator"]
 
 _NO_TOPICS: frozenset[str] = frozenset()
+# The group epoch of a group before its first bump (Kafka 4.4: ModernGroup sets it to 1).
+NEW_GROUP_EPOCH = 1
 
 
 class _Refused(Exception):
@@ -236,7 +238,10 @@ class ConsumerGroupCoordinator:
                 raise _Refused(
                     ErrorCode.group_id_not_found, f"Consumer group {req.group_id} not found."
                 )
-            group = ConsumerGroup(req.group_id)
+            # Kafka 4.4's ModernGroup starts at group epoch 1, so a new group's first member
+            # gets epoch 2 (checked against Kafka by tests/conformance); replay reads the epoch
+            # from the records.
+            group = ConsumerGroup(req.group_id, group_epoch=NEW_GROUP_EPOCH)
         self._check_not_full(group, req)
         member_id = req.member_id or self._new_member_id()
         member, replaced = self._member_for(group, req, member_id, joining)
@@ -530,9 +535,9 @@ class ConsumerGroupCoordinator:
         its partitions, at epoch -2 until it rejoins or its session times out."""
         group = self.groups.get(req.group_id)
         if group is None:
-            raise _Refused(
-                ErrorCode.group_id_not_found, f"Consumer group {req.group_id} not found."
-            )
+            # Kafka's words for a leave differ from a heartbeat's ("Consumer group ... not
+            # found."): checked against Kafka 4.4 by tests/conformance.
+            raise _Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         left = HeartbeatResponse(
             ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch
         )
