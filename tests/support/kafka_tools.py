@@ -3,15 +3,20 @@
 commands in one JVM: tests/java/ToolRunner.java, compiled here against the Kafka 4.4 jars in the
 peers dir. A JVM per command costs a second or more on a loaded machine; one per test costs it
 once. The tools' own log (log4j2, WARN and up) goes to a file in the test's directory.
+
+Fixtures (import them into a test module): `tools`, a runner per test.
 """
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+import pytest
 
 from tests.support.kafka import classpath
 
@@ -91,3 +96,15 @@ def _read(stream: IO[bytes], n: int) -> str:
             raise AssertionError("ToolRunner died mid-answer")
         data += chunk
     return data.decode()
+
+
+@pytest.fixture(scope="session")
+def tool_classes(java_peers: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_runner(java_peers, tmp_path_factory.mktemp("tool-runner"))
+
+
+@pytest.fixture
+def tools(java_peers: Path, tool_classes: Path, tmp_path: Path) -> Iterator[KafkaTools]:
+    runner = KafkaTools(java_peers, tool_classes, tmp_path)
+    yield runner
+    runner.close()

@@ -22,36 +22,23 @@ differ for a reason outside groupcoord.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from tests.support import realclients as rc
 from tests.support.kafka import unique
-from tests.support.kafka_tools import CONSUMER_GROUPS, KafkaTools, Result, compile_runner
+from tests.support.kafka_tools import CONSUMER_GROUPS, KafkaTools, Result, tool_classes, tools
 from tests.support.sidecar_util import Stack, create_topic, produce, stack
 
-__all__ = ["stack"]  # the fixture
+__all__ = ["stack", "tool_classes", "tools"]  # the fixtures
 
 pytestmark = pytest.mark.clients
 
 PARTITIONS = 3
 COMMITTED = 2
 StartMember = Callable[..., Awaitable[rc.Member]]
-
-
-@pytest.fixture(scope="session")
-def tool_classes(peers_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return compile_runner(peers_dir, tmp_path_factory.mktemp("tool-runner"))
-
-
-@pytest.fixture
-def tools(java_peers: Path, tool_classes: Path, tmp_path: Path) -> Iterator[KafkaTools]:
-    runner = KafkaTools(java_peers, tool_classes, tmp_path)
-    yield runner
-    runner.close()
 
 
 class Target:
