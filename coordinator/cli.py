@@ -346,7 +346,8 @@ async def _start(server: Server, settings: Settings, signals: lifecycle.Signals)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    # `groupcoord groups --describe --group G`: kafka-consumer-groups.sh's style, too
+    args = build_parser().parse_args(groups_cli.kafka_style(sys.argv[1:] if argv is None else argv))
     if args.command == "serve":
         return _main_serve(args)
     if args.command == "log":

@@ -6,8 +6,9 @@ Java member, group.protocol=consumer) on a 3-partition topic, each committing of
 partition; then, while they are Stable, --list (bare, with --state and --type), --describe with
 --members, --offsets and --state (each with and without --verbose), a refused reset and a refused
 delete; the members leave, and on the Empty groups: --describe again, --reset-offsets dry runs
-(--to-earliest, --to-latest, --to-offset, --shift-by) and --execute, --delete-offsets, --delete,
-and --describe of the deleted groups.
+(--to-earliest, --to-latest, --to-offset, --shift-by, --to-current --export) and --execute
+(--to-offset, --shift-by, --to-earliest, --from-file of the export), --delete-offsets,
+--delete, and --describe of the deleted groups.
 
 Every output is compared whole, stdout, stderr and exit code, after `normalise` replaces what
 differs between two runs by nature: the group and topic names (unique on the shared Kafka), member
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,8 +48,9 @@ class Target:
     same on both sides, so that the tool's own hash-ordered output, e.g. --delete's list of
     groups, comes out in the same order)."""
 
-    def __init__(self, label: str, bootstrap: str, topic: str, names: tuple[str, str]) -> None:
-        self.label, self.bootstrap, self.topic = label, bootstrap, topic
+    def __init__(self, label: str, bootstrap: str, topic: str, names: tuple[str, str],
+                 tmp: Path) -> None:
+        self.label, self.bootstrap, self.topic, self.tmp = label, bootstrap, topic, tmp
         self.classic, self.consumer = names
         # Kafka 4.4 numbers a new KIP-848 group's epochs from 1 (_epochs_shifted)
         self.epoch_shift = 1 if label == "kafka" else 0
@@ -97,6 +100,7 @@ async def exercise(tools: KafkaTools, target: Target, members: StartMember,
     """The steps of the module docstring; every tool run, as (command, result)."""
     outputs: list[tuple[str, Result]] = []
     boot = ("--bootstrap-server", target.bootstrap)
+    target.tmp.mkdir()
 
     async def tool(*args: str) -> Result:
         result = await tools.arun(CONSUMER_GROUPS, *boot, *args)
@@ -124,6 +128,7 @@ async def exercise(tools: KafkaTools, target: Target, members: StartMember,
     await tool("--list", "--state")
     await tool("--list", "--type")
     await tool("--list", "--state", "Stable", "--type", "consumer")
+    await tool("--list", "--state", "Empty")
     for group in groups:
         for view in ("--members", "--offsets", "--state"):
             await tool("--describe", *group, view)
@@ -153,6 +158,13 @@ async def exercise(tools: KafkaTools, target: Target, members: StartMember,
         await tool("--reset-offsets", *group, f"--topic={target.topic}:0", "--shift-by", "1",
                    "--execute")
         await tool("--describe", *group, "--offsets", "--verbose")
+        exported = await tool("--reset-offsets", *group, *scope, "--to-current", "--export",
+                              "--dry-run")  # fmt: skip
+        await tool("--reset-offsets", *group, *scope, "--to-earliest", "--execute")
+        plan = target.tmp / f"{group[1]}.csv"
+        plan.write_text(exported.stdout)
+        await tool("--reset-offsets", *group, "--from-file", str(plan), "--execute")
+        await tool("--describe", *group, "--offsets")
     await tool("--delete-offsets", *groups[0], "--topic", f"{target.topic}:0")
     await tool("--delete-offsets", *groups[1], "--topic", target.topic)
     await tool("--delete-offsets", *groups[1], "--topic", "no-such-topic")
@@ -192,29 +204,29 @@ def _view(target: Target, command: str, result: Result) -> str:
 
 
 async def test_standalone_answers_kafka_consumer_groups_as_kafka_does(
-    server: Any, kafka: Any, tools: KafkaTools, members: StartMember,
+    server: Any, kafka: Any, tools: KafkaTools, members: StartMember, tmp_path: Path,
 ) -> None:
     topic = unique("kcg")
     broker = server(topics={topic: PARTITIONS})
     await create_topic(kafka.bootstrap, topic, PARTITIONS)
     groups = names()
-    ours_target = Target("groupcoord", broker.bootstrap, topic, groups)
-    kafka_target = Target("kafka", kafka.bootstrap, topic, groups)
+    ours_target = Target("groupcoord", broker.bootstrap, topic, groups, tmp_path / "ours")
+    kafka_target = Target("kafka", kafka.bootstrap, topic, groups, tmp_path / "kafka")
     got = await exercise(tools, ours_target, members)
     want = await exercise(tools, kafka_target, members)
     compare((ours_target, got), (kafka_target, want))
 
 
 async def test_sidecar_answers_kafka_consumer_groups_as_kafka_does(
-    kafka: Any, stack: Stack, tools: KafkaTools, members: StartMember,
+    kafka: Any, stack: Stack, tools: KafkaTools, members: StartMember, tmp_path: Path,
 ) -> None:
     topic = unique("kcg-data")
     await create_topic(kafka.bootstrap, topic, PARTITIONS)
     await produce(kafka.bootstrap, topic, [f"k{i}" for i in range(20)])
     sidecar = stack.sidecar(kafka.bootstrap)
     groups = names()
-    ours_target = Target("sidecar", sidecar.bootstrap, topic, groups)
-    kafka_target = Target("kafka", kafka.bootstrap, topic, groups)
+    ours_target = Target("sidecar", sidecar.bootstrap, topic, groups, tmp_path / "ours")
+    kafka_target = Target("kafka", kafka.bootstrap, topic, groups, tmp_path / "kafka")
     got = await exercise(tools, ours_target, members)
     want = await exercise(tools, kafka_target, members)
     compare((ours_target, got), (kafka_target, want))
