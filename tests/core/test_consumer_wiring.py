@@ -28,6 +28,8 @@ from coordinator.core.messages import (
     ListGroupsResult,
     OffsetCommit,
     OffsetCommitResult,
+    OffsetDelete,
+    OffsetDeleteResult,
     OffsetFetch,
     OffsetFetchResult,
     Protocol,
@@ -225,3 +227,28 @@ def test_replaying_the_records_rebuilds_the_groups_and_offsets() -> None:
         assert "g" not in loaded.state.groups
         assert loaded.consumer.describe("g") == live.consumer.describe("g")
         assert loaded.committed_offsets("g") == live.committed_offsets("g")
+
+
+def test_offset_delete_on_a_consumer_group_refuses_only_its_subscribed_topics() -> None:
+    """Kafka's ConsumerGroup.validateOffsetDelete: a KIP-848 group is found (not
+    GROUP_ID_NOT_FOUND); a topic a member subscribes to is refused per partition; once the
+    group is Empty its offsets go (kafka-consumer-groups.sh --delete-offsets)."""
+    c = core()
+    epoch = join(c, "g", "m1").member_epoch
+    assert commit(c, "g", "m1", epoch) is E.none
+
+    def delete() -> OffsetDeleteResult:
+        result = reply(c.handle(1, OffsetDelete("g", (FetchTopic(T, (0,)),)), 0))
+        assert isinstance(result, OffsetDeleteResult)
+        return result
+
+    busy = delete()
+    assert busy.error is E.none
+    assert busy.topics[0].partitions[0].error is E.group_subscribed_to_topic
+    assert (T, 0) in c.committed_offsets("g")
+    c.handle(1, ConsumerGroupHeartbeat("g", "m1", -1), 0)  # leaves: the group is Empty
+    fx = c.handle(1, OffsetDelete("g", (FetchTopic(T, (0,)),)), 0)
+    done = reply(fx)
+    assert isinstance(done, OffsetDeleteResult) and done.error is E.none
+    assert done.topics[0].partitions[0].error is E.none
+    assert (T, 0) not in c.committed_offsets("g") and len(fx.records) == 1
