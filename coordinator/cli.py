@@ -385,9 +385,11 @@ def _cannot_listen(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # `groupcoord groups --describe --group G`: kafka-consumer-groups.sh's style, too
+    words = groups_cli.kafka_style(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    parser.argv = tuple(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    parser.argv = tuple(words)
+    args = parser.parse_args(words)
     if args.command == "serve":
         return _main_serve(args)
     if args.command == "log":

@@ -47,17 +47,18 @@ from coordinator.serve.addresses import parse_host_port
 from coordinator.serve.status import FLEET_STATUSES
 from coordinator.tools import command_config
 from coordinator.tools import groups_render as render
+from coordinator.tools.groups_args import DEFAULT_URL, add_parser, kafka_style
 from coordinator.tools.groups_log import TP, ClusterLog, commit
 from coordinator.tools.groups_render import table
 
 # The client calls other modules (and tests) use through this one.
-__all__ = ["GroupView", "GroupsError", "add_parser", "describe_group", "list_groups", "main"]
+__all__ = ["GroupView", "GroupsError", "add_parser", "describe_group", "kafka_style",
+           "list_groups", "main"]  # fmt: skip
 from coordinator.tools.groups_reset import (
     PlanRow,
     Scenario,
-    parse_datetime_ms,
-    parse_duration_ms,
-    parse_topic_arg,
+    offsets_csv,
+    parse_offsets_csv,
     plan,
     scope,
 )
@@ -81,6 +82,15 @@ ERROR_MESSAGES = {
     ErrorCode.group_authorization_failed: "Group authorization failed.",
 }
 INACTIVE = ("Empty", "Dead")  # the states in which Kafka lets offsets be reset
+# classic and KIP-848 states in which the group's assignment is moving
+REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
+# Kafka's own words (ConsumerGroupCommandOptions) for a reset without --dry-run or --execute.
+DRY_RUN_WARNING = (
+    "WARN: No action will be performed as the --execute option is missing. In version 5.0, "
+    "this command will require either --dry-run or --execute to be specified. You should add "
+    "the --dry-run option explicitly if you are scripting this command and want to keep the "
+    "current default behavior without prompting."
+)
 
 
 def error_text(code: ErrorCode) -> str:
@@ -146,15 +156,23 @@ async def _describe(
         views.append(view)
         if not args.json and view.state == "Empty":
             out.note(f"consumer group {name!r} has no active members")
-        elif not args.json and "Rebalance" in view.state:
+        elif not args.json and view.state in REBALANCING:
             out.note(f"warning: consumer group {name!r} is rebalancing")
     log_end = await _log_end(args, views, timeout_s, out) if with_offsets else {}
     rows = {v.group_id: render.offset_rows(v, log_end) for v in views} if with_offsets else {}
+    for r in (r for group_rows in rows.values() for r in group_rows):
+        if r.lag is not None and r.lag < 0:
+            out.note(
+                f"warning: group {r.group_id!r}: the committed offset {r.current_offset} of "
+                f"{r.topic}-{r.partition} is past its log end offset {r.log_end_offset} "
+                "(negative LAG): the log was truncated or recreated, or the broker's "
+                "ListOffsets answer is wrong; consumers resuming there may skip or stall"
+            )
     if args.json:
         print(json.dumps([render.view_json(v, rows.get(v.group_id)) for v in views], indent=2))
         return
     sections: dict[str, Callable[[GroupView], str]] = {
-        "state": render.render_state,
+        "state": lambda v: render.render_state(v, args.verbose),
         "members": lambda v: render.render_members(v, args.verbose),
         "offsets": lambda v: render.render_offsets(rows[v.group_id]),
     }
@@ -241,6 +259,8 @@ async def _delete_offsets(
 
 
 def _scenario(args: argparse.Namespace, now_ms: int) -> Scenario:
+    if args.to_current:
+        return Scenario("current")
     if args.to_earliest:
         return Scenario("earliest")
     if args.to_latest:
@@ -257,10 +277,13 @@ def _scenario(args: argparse.Namespace, now_ms: int) -> Scenario:
 async def _reset(
     args: argparse.Namespace, host: str, port: int, timeout_s: float, out: Out
 ) -> None:
-    scenario = _scenario(args, int(time.time() * 1000))
-    topics = None if args.all_topics else list(args.topic)
+    from_file = _from_file(args.from_file) if args.from_file else None
+    scenario = None if from_file is not None else _scenario(args, int(time.time() * 1000))
+    topics = None if args.all_topics else list(args.topic or [])
     plans: list[PlanRow] = []
     names = await _names(args, host, port, timeout_s)
+    if not args.dry_run and not args.execute and not args.json:
+        print(DRY_RUN_WARNING, file=sys.stderr)
     async with ClusterLog(args.bootstrap_server, timeout_s) as log:
         for name in names:
             view = await describe_group(host, port, name, timeout_s)
@@ -272,8 +295,15 @@ async def _reset(
                     continue
                 out.note(f"warning: --execute would be refused: {refusal}")
             warnings: list[str] = []
-            rows = await plan(log, name, scope(log, topics, view.offsets or {}), view.offsets or {},
-                              scenario, warnings)  # fmt: skip
+            committed = view.offsets or {}
+            if from_file is not None:
+                wanted = from_file.get(name, from_file.get(None, {}))
+                rows = [PlanRow(name, t, p, committed.get(t, {}).get(p), o)
+                        for (t, p), o in sorted(wanted.items())]  # fmt: skip
+            else:
+                assert scenario is not None
+                rows = await plan(log, name, scope(log, topics, committed), committed,
+                                  scenario, warnings)  # fmt: skip
             for warning in warnings:
                 out.note(f"warning: {warning}")
             if args.execute and rows:
@@ -283,13 +313,23 @@ async def _reset(
     if args.json:
         print(json.dumps({"executed": bool(args.execute), "offsets": render.plan_json(plans)},
                          indent=2))  # fmt: skip
+    elif args.export:
+        print(offsets_csv(plans), end="")
     elif plans or not out.status:
         print(render.render_plan(plans))
 
 
-# -- the fleet (HTTP: /fleet) ---------------------------------------------------------------------
+def _from_file(path: str) -> dict[str | None, dict[TP, int]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_offsets_csv(f.read())
+    except OSError as exc:
+        raise GroupsError(f"--from-file: {exc}") from None
+    except ValueError as exc:
+        raise GroupsError(f"--from-file {path}: {exc}") from None
 
-DEFAULT_URL = "http://127.0.0.1:9108"
+
+# -- the fleet (HTTP: /fleet) ---------------------------------------------------------------------
 
 
 def fetch_fleet(url: str, timeout_s: float) -> dict[str, Any]:
@@ -416,125 +456,6 @@ def _fleet_main(args: argparse.Namespace) -> int:
 # -- the command ----------------------------------------------------------------------------------
 
 
-def _arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse `type` whose ValueError message is shown as is (exit code 2)."""
-
-    def convert(text: str) -> Any:
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return convert
-
-
-def _groups_arg(parser: argparse.ArgumentParser, help_text: str) -> None:
-    parser.add_argument("group", metavar="GROUP", nargs="*", help=help_text)
-    parser.add_argument("--all-groups", action="store_true", help="every group of the cluster")
-
-
-def add_parser(sub: Any) -> None:
-    groups = sub.add_parser(
-        "groups",
-        help="list, describe, delete or reset consumer groups (over Kafka), or show a sidecar "
-        "fleet",
-    )
-    groups_sub = groups.add_subparsers(dest="groups_command", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--bootstrap-server",
-        default="127.0.0.1:9092",
-        metavar="HOST:PORT",
-        help="a groupcoord or Kafka broker (default: %(default)s)",
-    )
-    common.add_argument(
-        "--timeout-ms", type=int, default=10_000, help="give up after (default: %(default)s)"
-    )
-    common.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    common.add_argument(
-        "--command-config",
-        metavar="FILE",
-        help="client properties for a secured cluster, as Kafka's tools take them "
-        "(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location PEM)",
-    )
-    groups_sub.add_parser("list", parents=[common], help="every group with its state and type")
-
-    describe = groups_sub.add_parser(
-        "describe", parents=[common],
-        help="groups' committed offsets, log end offsets and lag (default), members, state",
-    )  # fmt: skip
-    _groups_arg(describe, "the groups to describe")
-    describe.add_argument("--offsets", action="store_true",
-                          help="per partition: CURRENT-OFFSET, LOG-END-OFFSET, LAG, owner "
-                          "(the default view)")  # fmt: skip
-    describe.add_argument("--members", action="store_true", help="the members")
-    describe.add_argument("--state", action="store_true", help="state, coordinator, strategy")
-    describe.add_argument("--verbose", action="store_true",
-                          help="with --members: each member's assignment")  # fmt: skip
-
-    delete = groups_sub.add_parser(
-        "delete", parents=[common], help="delete groups and their offsets (groups without members)"
-    )
-    _groups_arg(delete, "the groups to delete")
-
-    delete_offsets_ = groups_sub.add_parser(
-        "delete-offsets", parents=[common], help="delete a group's committed offsets of topics"
-    )
-    delete_offsets_.add_argument("group", metavar="GROUP", nargs=1)
-    delete_offsets_.add_argument(
-        "--topic", action="append", required=True, type=_arg(parse_topic_arg),
-        metavar="TOPIC[:P,P]", help="a topic, or some of its partitions (repeatable)",
-    )  # fmt: skip
-
-    reset = groups_sub.add_parser(
-        "reset-offsets", parents=[common],
-        help="plan (--dry-run, default) or commit (--execute) new offsets for inactive groups",
-    )  # fmt: skip
-    _groups_arg(reset, "the groups to reset")
-    where = reset.add_mutually_exclusive_group(required=True)
-    where.add_argument("--topic", action="append", type=_arg(parse_topic_arg),
-                       metavar="TOPIC[:P,P]", help="a topic, or some of its partitions "
-                       "(repeatable)")  # fmt: skip
-    where.add_argument("--all-topics", action="store_true",
-                       help="every partition the group has a committed offset for")  # fmt: skip
-    to = reset.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true", help="the log start offset")
-    to.add_argument("--to-latest", action="store_true", help="the log end offset")
-    to.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log)")
-    to.add_argument("--shift-by", type=int, metavar="N",
-                    help="the committed offset + N (N may be negative; clamped)")  # fmt: skip
-    to.add_argument("--to-datetime", type=_arg(parse_datetime_ms), metavar="ISO",
-                    help="the first offset at or after YYYY-MM-DDTHH:mm:SS[.sss][Z|+hh:mm] "
-                    "(local time without a zone)")  # fmt: skip
-    to.add_argument(
-        "--by-duration",
-        type=_arg(parse_duration_ms),
-        metavar="DURATION",
-        help="the first offset at or after now - DURATION (PnDTnHnMnS, or 1h30m)",
-    )
-    mode = reset.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true", help="print the plan only (default)")
-    mode.add_argument("--execute", action="store_true",
-                      help="commit the plan (the group must be Empty or not exist)")  # fmt: skip
-
-    fleet = groups_sub.add_parser(
-        "fleet",
-        help="a sidecar fleet: which member owns which state partition, and load times "
-        "(reads /fleet from the HTTP endpoint)",
-    )
-    fleet.add_argument(
-        "--url",
-        action="append",
-        metavar="URL",
-        help=f"a member's HTTP endpoint (--metrics-listen); repeat for several members, whose "
-        f"documents are merged (default: {DEFAULT_URL})",
-    )
-    fleet.add_argument(
-        "--timeout-ms", type=int, default=10_000, help="give up after (default: %(default)s)"
-    )
-    fleet.add_argument("--json", action="store_true", help="print JSON instead of tables")
-
-
 COMMANDS = {
     "describe": _describe,
     "delete": _delete,
@@ -551,10 +472,23 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"groupcoord: --bootstrap-server: {exc}", file=sys.stderr)
         return 2
+    if args.groups_command in ("describe", "delete", "reset-offsets", "delete-offsets"):
+        positional = [args.group] if isinstance(args.group, str) else args.group or []
+        args.group = [*positional, *args.group_option]
+        if args.groups_command == "delete-offsets" and len(args.group) != 1:
+            print("groupcoord: name one group (GROUP or --group GROUP)", file=sys.stderr)
+            return 2
     if args.groups_command in ("describe", "delete", "reset-offsets") and (
         bool(args.group) == bool(args.all_groups)
     ):
-        print("groupcoord: name the groups (GROUP...) or give --all-groups", file=sys.stderr)
+        print("groupcoord: name the groups (GROUP... or --group GROUP) or give --all-groups",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if args.groups_command == "reset-offsets" and bool(args.from_file) == bool(
+        args.topic or args.all_topics
+    ):
+        print("groupcoord: give --topic or --all-topics (but not with --from-file)",
+              file=sys.stderr)  # fmt: skip
         return 2
     if args.command_config:
         warnings: list[str] = []
@@ -571,7 +505,7 @@ def main(args: argparse.Namespace) -> int:
     out = Out()
     try:
         if args.groups_command == "list":
-            _print_list(asyncio.run(list_groups(host, port, timeout_s)), args.json)
+            _print_list(asyncio.run(list_groups(host, port, timeout_s)), args)
         else:
             asyncio.run(COMMANDS[args.groups_command](args, host, port, timeout_s, out))
     except GroupsError as exc:
@@ -580,10 +514,33 @@ def main(args: argparse.Namespace) -> int:
     return out.status
 
 
-def _print_list(rows: list[dict[str, str]], as_json: bool) -> None:
-    if as_json:
+def _print_list(rows: list[dict[str, str]], args: argparse.Namespace) -> None:
+    """Bare names, one a line, as kafka-consumer-groups.sh --list; --state / --type add Kafka's
+    columns (and with a value, filter: `--state Stable,Empty`); --table every column."""
+    for option, key in (("state", "state"), ("type", "type")):
+        wanted = {w.strip().lower() for w in (getattr(args, option) or "").split(",") if w.strip()}
+        if wanted:
+            rows = [r for r in rows if r[key].lower() in wanted]
+    if args.json:
         print(json.dumps(rows, indent=2))
-        return
-    header = ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"]
-    keys = ("group_id", "type", "state", "protocol_type")
-    print(table(header, [[r[k] for k in keys] for r in rows]))
+    elif args.table:
+        header = ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"]
+        keys = ("group_id", "type", "state", "protocol_type")
+        print(table(header, [[r[k] for k in keys] for r in rows]))
+    elif args.state is not None or args.type is not None:
+        columns = [("TYPE", "type")] if args.type is not None else []
+        columns += [("STATE", "state")] if args.state is not None else []
+        print(
+            table(
+                ["GROUP", *(h for h, _ in columns)],
+                [[r["group_id"], *(_kafka_word(r[k]) for _, k in columns)] for r in rows],
+            )
+        )
+    else:
+        for r in rows:
+            print(r["group_id"])
+
+
+def _kafka_word(value: str) -> str:
+    """Kafka's tool prints a group type capitalised (GroupType.toString: Classic, Consumer)."""
+    return value.capitalize() if value in ("classic", "consumer") else value

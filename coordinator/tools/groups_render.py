@@ -6,8 +6,11 @@ The describe views, as Kafka's ConsumerGroupCommand:
   CLIENT-ID, one row per partition that is assigned or has a committed offset. LAG is
   LOG-END-OFFSET - CURRENT-OFFSET, `-` without a committed offset or a known log end.
 - members: GROUP CONSUMER-ID [GROUP-INSTANCE-ID, when a member has one] HOST CLIENT-ID
-  #PARTITIONS, and with --verbose ASSIGNMENT (`topic(0,1,2)`, per member).
-- state: GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS.
+  #PARTITIONS, and with --verbose Kafka 4's CURRENT-EPOCH CURRENT-ASSIGNMENT TARGET-EPOCH
+  TARGET-ASSIGNMENT (an assignment as `t1:0,1,2;t2:0`; the epochs and the target are a KIP-848
+  group's, `-` for a classic group's members, whose CURRENT-ASSIGNMENT is their assignment).
+- state: GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS, and with --verbose
+  GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH before #MEMBERS (`-` for a classic group).
 """
 
 from __future__ import annotations
@@ -71,31 +74,38 @@ def render_offsets(rows: list[OffsetRow]) -> str:
     )  # fmt: skip
 
 
-def assignment_text(assignment: dict[str, list[int]]) -> str:
-    if not any(assignment.values()):
+def assignment_text(assignment: dict[str, list[int]] | None) -> str:
+    """Kafka 4's getAssignmentString: `t1:0,1,2;t2:0`, `-` for none."""
+    if not assignment or not any(assignment.values()):
         return MISSING
-    return ",".join(
-        f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(assignment.items()) if ps
+    return ";".join(
+        f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(assignment.items()) if ps
     )
 
 
 def render_members(view: GroupView, verbose: bool) -> str:
     instance = any(m.group_instance_id for m in view.members)
     header = ["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if instance else []), "HOST",
-              "CLIENT-ID", "#PARTITIONS", *(["ASSIGNMENT"] if verbose else [])]  # fmt: skip
+              "CLIENT-ID", "#PARTITIONS",
+              *(["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+                if verbose else [])]  # fmt: skip
     rows = [
         [view.group_id, m.member_id, *([_cell(m.group_instance_id)] if instance else []),
          m.host, m.client_id, str(sum(len(ps) for ps in m.assignment.values())),
-         *([assignment_text(m.assignment)] if verbose else [])]
+         *([_cell(m.member_epoch), assignment_text(m.assignment),
+            _cell(view.assignment_epoch if m.member_epoch is not None else None),
+            assignment_text(m.target_assignment)] if verbose else [])]
         for m in sorted(view.members, key=lambda m: m.member_id)
     ]  # fmt: skip
     return table(header, rows)
 
 
-def render_state(view: GroupView) -> str:
+def render_state(view: GroupView, verbose: bool = False) -> str:
+    epochs = ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"] if verbose else []
     return table(
-        ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+        ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", *epochs, "#MEMBERS"],
         [[view.group_id, view.coordinator.label(), _cell(view.protocol), view.state,
+          *([_cell(view.group_epoch), _cell(view.assignment_epoch)] if verbose else []),
           str(len(view.members))]],
     )  # fmt: skip
 
@@ -108,12 +118,18 @@ def view_json(view: GroupView, rows: list[OffsetRow] | None) -> dict[str, Any]:
         "coordinator": {"node_id": view.coordinator.node_id, "host": view.coordinator.host,
                         "port": view.coordinator.port},
         "state": view.state,
+        "type": view.group_type,
         "protocol_type": view.protocol_type,
         "protocol": view.protocol,
+        "group_epoch": view.group_epoch,
+        "assignment_epoch": view.assignment_epoch,
         "members": [
             {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
              "client_id": m.client_id, "host": m.host,
-             "assignment": {t: sorted(ps) for t, ps in sorted(m.assignment.items())}}
+             "assignment": {t: sorted(ps) for t, ps in sorted(m.assignment.items())},
+             "member_epoch": m.member_epoch,
+             "target_assignment": None if m.target_assignment is None else
+             {t: sorted(ps) for t, ps in sorted(m.target_assignment.items())}}
             for m in sorted(view.members, key=lambda m: m.member_id)
         ],
     }  # fmt: skip

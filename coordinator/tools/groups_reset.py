@@ -5,7 +5,14 @@ Rules (Kafka's):
 - Scope: `--topic T` (every partition of T in Metadata), `--topic T:0,2` (those partitions), or
   `--all-topics` (every partition the group has a committed offset for). A partition Metadata does
   not know is an error ("The partitions ... do not exist"), before anything is asked or written.
-- --to-earliest / --to-latest: the log's start / end offset (ListOffsets -2 / -1).
+- --to-earliest / --to-latest: the log's start / end offset (ListOffsets -2 / -1). A
+  --to-latest that moves a committed offset backward (the committed offset is past the log end:
+  a truncated or recreated log, or a broker whose ListOffsets is wrong) is planned with a
+  warning naming the partition: never silently.
+- --to-current: the committed offset; the log end offset where there is none (Kafka's
+  resetToCurrent).
+- --from-file: Kafka's CSV, `topic,partition,offset` (one group) or
+  `group,topic,partition,offset` (`parse_offsets_csv`), as --export prints it; taken as is.
 - --to-offset N and --shift-by N (committed + N; a partition without a committed offset is an
   error) are clamped to [earliest, latest], with a warning naming the partition.
 - --to-datetime and --by-duration (now - duration): the first offset whose timestamp is at or
@@ -24,7 +31,7 @@ from typing import Literal
 from coordinator.tools.groups_log import TP, ClusterLog
 from coordinator.tools.groups_wire import GroupsError
 
-Kind = Literal["earliest", "latest", "offset", "shift", "time"]
+Kind = Literal["earliest", "latest", "current", "offset", "shift", "time"]
 
 _ISO_DURATION = re.compile(
     r"P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?",
@@ -40,7 +47,7 @@ class Scenario:
     value: int = 0  # the offset (offset), the shift (shift), or the epoch ms (time)
 
     def describe(self) -> str:
-        return {"earliest": "to-earliest", "latest": "to-latest",
+        return {"earliest": "to-earliest", "latest": "to-latest", "current": "to-current",
                 "offset": f"to-offset {self.value}", "shift": f"shift-by {self.value}",
                 "time": f"to timestamp {self.value} ms"}[self.kind]  # fmt: skip
 
@@ -132,6 +139,16 @@ async def plan(
             new = await log.earliest(partitions)
         case "latest":
             new = await log.latest(partitions)
+            warn.extend(
+                f"The committed offset {current[tp]} of {tp[0]}-{tp[1]} is past its log end "
+                f"offset {new[tp]}: --to-latest moves it BACKWARD to {new[tp]} (a truncated or "
+                "recreated log, or a broker whose ListOffsets answer is wrong)."
+                for tp in partitions
+                if tp in current and new[tp] < current[tp]
+            )
+        case "current":
+            latest = await log.latest([tp for tp in partitions if tp not in current])
+            new = {tp: current.get(tp, latest.get(tp, 0)) for tp in partitions}
         case "offset" | "shift":
             requested: dict[TP, int] = {}
             for tp in partitions:
@@ -178,3 +195,33 @@ async def _clamped(log: ClusterLog, requested: dict[TP, int], warn: list[str]) -
         else:
             out[tp] = offset
     return out
+
+
+def parse_offsets_csv(text: str) -> dict[str | None, dict[TP, int]]:
+    """Kafka's reset CSV (ConsumerGroupCommand's --export / --from-file): `topic,partition,offset`
+    lines (the group None: the one being reset) or `group,topic,partition,offset` lines."""
+    out: dict[str | None, dict[TP, int]] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) not in (3, 4):
+            raise ValueError(f"line {number}: expected topic,partition,offset or "
+                             f"group,topic,partition,offset, got {line!r}")  # fmt: skip
+        group = cells[0] if len(cells) == 4 else None
+        topic, partition, offset = cells[-3:]
+        try:
+            out.setdefault(group, {})[topic, int(partition)] = int(offset)
+        except ValueError:
+            raise ValueError(f"line {number}: partition and offset must be numbers, got "
+                             f"{line!r}") from None  # fmt: skip
+    return out
+
+
+def offsets_csv(rows: list[PlanRow]) -> str:
+    """--export: Kafka's CSV of a plan, with the group column when several groups are in it."""
+    several = len({r.group_id for r in rows}) > 1
+    return "".join(
+        (f"{r.group_id}," if several else "") + f"{r.topic},{r.partition},{r.new_offset}\n"
+        for r in rows
+    )

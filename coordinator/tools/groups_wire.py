@@ -1,6 +1,12 @@
 """The group calls of `groupcoord groups` that no maintained Python client makes as we need them,
 on our own codec (`protocol/` + kio's generated wire types): ApiVersions, Metadata (the broker
-list), FindCoordinator, ListGroups, DescribeGroups, OffsetFetch, DeleteGroups, OffsetDelete.
+list), FindCoordinator, ListGroups, ConsumerGroupDescribe, DescribeGroups, OffsetFetch,
+DeleteGroups, OffsetDelete.
+
+A group is described as Kafka 4's Admin describes it: ConsumerGroupDescribe (API 69, KIP-848)
+first, where the coordinator has it; GROUP_ID_NOT_FOUND there (a classic group, or none) falls
+back to DescribeGroups, whose "Dead" (v0-v5) or GROUP_ID_NOT_FOUND (v6+) is a group that does
+not exist.
 
 Why these and not aiokafka's admin client (0.14, a runtime dependency; the log offsets and the
 commits of `reset-offsets` do go through aiokafka, see coordinator.tools.groups_log):
@@ -10,7 +16,7 @@ commits of `reset-offsets` do go through aiokafka, see coordinator.tools.groups_
 - OffsetFetch: aiokafka's `list_consumer_group_offsets` ignores the response's top-level error
   (v2+), so a coordinator still loading (COORDINATOR_LOAD_IN_PROGRESS) reads as "no offsets"
   instead of being retried.
-- DeleteGroups and OffsetDelete: aiokafka has no call for them.
+- ConsumerGroupDescribe, DeleteGroups and OffsetDelete: aiokafka has no call for them.
 
 One request in flight per connection (`KafkaConnection`); each call negotiates the highest
 version both sides know (ApiVersions v0, KIP-511) and builds the request with `make`, which drops
@@ -216,7 +222,10 @@ class MemberView:
     group_instance_id: str | None
     client_id: str
     host: str
-    assignment: dict[str, list[int]]
+    assignment: dict[str, list[int]]  # a KIP-848 member's current assignment
+    # KIP-848 members only (None for a classic group's)
+    member_epoch: int | None = None
+    target_assignment: dict[str, list[int]] | None = None
 
 
 @dataclass
@@ -229,6 +238,9 @@ class GroupView:
     members: list[MemberView] = field(default_factory=list)
     # topic -> partition -> committed offset; None until asked (OffsetFetch)
     offsets: dict[str, dict[int, int]] | None = None
+    group_type: str = "classic"  # or "consumer" (KIP-848: ConsumerGroupDescribe)
+    group_epoch: int | None = None  # KIP-848 groups only
+    assignment_epoch: int | None = None
 
     def assigned(self) -> dict[tuple[str, int], MemberView]:
         return {(t, p): m for m in self.members for t, ps in m.assignment.items() for p in ps}
@@ -293,10 +305,16 @@ async def describe_group(
 async def _describe_on(
     conn: KafkaConnection, coordinator: Coordinator, group: str, timeout_s: float
 ) -> GroupView:
+    if apis.CONSUMER_GROUP_DESCRIBE in conn.versions:
+        view = await _describe_consumer(conn, coordinator, group, timeout_s)
+        if view is not None:
+            return view
     described = await conn.call(
         apis.DESCRIBE_GROUPS, timeout_s, groups=(group,), include_authorized_operations=False
     )
     g = described.groups[0]
+    if g.error_code == ErrorCode.group_id_not_found:  # v6+ (KIP-1043): v0-v5 answer "Dead"
+        return GroupView(group, coordinator, "Dead", "", "")
     check(g.error_code, "DescribeGroups")
     consumer = g.protocol_type in ("consumer", "")
     view = GroupView(group, coordinator, g.group_state, g.protocol_type, g.protocol_data)
@@ -314,6 +332,42 @@ async def _describe_on(
             )
         )
     return view
+
+
+async def _describe_consumer(
+    conn: KafkaConnection, coordinator: Coordinator, group: str, timeout_s: float
+) -> GroupView | None:
+    """A KIP-848 group by ConsumerGroupDescribe; None when the coordinator has no consumer
+    group of that id (GROUP_ID_NOT_FOUND: a classic group, or none), as Kafka's Admin falls back
+    to DescribeGroups."""
+    described = await conn.call(
+        apis.CONSUMER_GROUP_DESCRIBE, timeout_s, group_ids=(group,),
+        include_authorized_operations=False,
+    )  # fmt: skip
+    g = described.groups[0]
+    if g.error_code == ErrorCode.group_id_not_found:
+        return None
+    check(g.error_code, "ConsumerGroupDescribe")
+    view = GroupView(group, coordinator, g.group_state, "consumer", g.assignor_name or "",
+                     group_type="consumer", group_epoch=int(g.group_epoch),
+                     assignment_epoch=int(g.assignment_epoch))  # fmt: skip
+    for m in g.members:
+        view.members.append(
+            MemberView(
+                m.member_id, m.instance_id, m.client_id, m.client_host,
+                _partitions_of(m.assignment), int(m.member_epoch),
+                _partitions_of(m.target_assignment),
+            )
+        )  # fmt: skip
+    return view
+
+
+def _partitions_of(assignment: Any) -> dict[str, list[int]]:
+    return {
+        tp.topic_name: sorted(int(p) for p in tp.partitions)
+        for tp in assignment.topic_partitions
+        if tp.partitions
+    }
 
 
 async def _committed(

@@ -1,9 +1,10 @@
 """Generated classic-group sequences: a Hypothesis rule-based machine drives Kafka 4.4 and
-groupcoord with the same steps (join, sync, heartbeat, leave, commit, fetch, describe, list), its
-members drawn among two dynamic ones and a static one, at one client release's versions per sequence; every
-answer is compared (harness.py). The machine only chooses steps whose timing is the same on both
-servers: a rebalance always includes every current member (nobody is kicked out by a timeout) and
-each joining member sends fresh metadata, so each join starts or joins the rebalance.
+groupcoord with the same steps (join, sync, heartbeat, leave, commit, fetch, describe, list),
+its members drawn among two dynamic ones and a static one, at one client release's versions per
+sequence; every answer is compared (harness.py). The machine only chooses steps whose timing is
+the same on both servers: a rebalance always includes every current member (nobody is kicked out
+by a timeout) and each joining member sends fresh metadata, so each join starts or joins the
+rebalance.
 
 Reproducible in CI: derandomized, no example database.
 """
