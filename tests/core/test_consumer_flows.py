@@ -383,3 +383,19 @@ def test_loading_restores_the_group_and_its_timers() -> None:
     fresh.clients.pop("b")
     fresh.advance(46_000)
     assert "b" not in fresh.group.members
+
+
+def test_the_last_member_leaving_brings_the_assignment_epoch_up_to_the_group_epoch() -> None:
+    """KAFKA-20442 (Kafka 4.4): fencing the last member bumps the group epoch and writes the
+    target assignment metadata at that epoch, so an Empty group's epochs match (Kafka's
+    kafka-consumer-groups.sh --describe --state --verbose shows both)."""
+    h = Harness()
+    a, b = h.client("a"), h.client("b")
+    h.settle()
+    h.leave(a)
+    h.settle()
+    h.leave(b)
+    assert h.group.state is ConsumerGroupState.EMPTY
+    assert h.group.assignment_epoch == h.group.group_epoch
+    assert type(h.records[-1].key) is ConsumerGroupTargetAssignmentMetadataKey
+    assert snapshot(h.replayed()["g"]) == snapshot(h.group)

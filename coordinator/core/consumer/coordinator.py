@@ -602,6 +602,15 @@ class ConsumerGroupCoordinator:
                 ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(epoch, metadata_hash)
             )
         )
+        if not group.members:
+            # KAFKA-20442 (Kafka 4.4): an emptied group's assignment epoch catches up with its
+            # group epoch, as kafka-consumer-groups.sh --describe --state --verbose shows it.
+            op.emit(
+                ConsumerGroupRecord(
+                    ConsumerGroupTargetAssignmentMetadataKey(gid),
+                    ConsumerGroupTargetAssignmentMetadataValue(epoch),
+                )
+            )
         cause = removal_cause(reason)
         self.rebalances.bumped(op.events, op.now_ms, group, epoch, metadata_hash, cause, members[0])
 
