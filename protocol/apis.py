@@ -121,7 +121,9 @@ API_TABLE: Final[tuple[ApiSpec, ...]] = (
     ApiSpec(HEARTBEAT, "heartbeat", 0, 4, 4),
     ApiSpec(LEAVE_GROUP, "leave_group", 0, 5, 4),
     ApiSpec(SYNC_GROUP, "sync_group", 0, 5, 4),
-    ApiSpec(DESCRIBE_GROUPS, "describe_groups", 0, 5, 5),
+    # v6 (Kafka 4.0, KIP-1043): an unknown group is GROUP_ID_NOT_FOUND with a message, which
+    # Kafka 4's Admin (kafka-consumer-groups.sh --describe) reports as "Group X not found.".
+    ApiSpec(DESCRIBE_GROUPS, "describe_groups", 0, 6, 5),
     ApiSpec(LIST_GROUPS, "list_groups", 0, 5, 3),
     ApiSpec(API_VERSIONS, "api_versions", 0, 4, 3),
     # Topic admin (standalone mode, broker.topic_admin). Kafka 4.0's floors (KIP-896); the

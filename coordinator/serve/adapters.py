@@ -483,6 +483,8 @@ def _describe_groups_response(v: int, res: m.DescribeGroupsResult) -> object:
         }
         if v >= 3:
             kwargs["authorized_operations"] = _AUTHORIZED_OPERATIONS_OMITTED
+        if v >= 6:
+            kwargs["error_message"] = g.error_message if error != _NONE else None
         return group_cls(**kwargs)
 
     groups = tuple(group(g) for g in res.groups)

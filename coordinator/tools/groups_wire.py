@@ -297,6 +297,8 @@ async def _describe_on(
         apis.DESCRIBE_GROUPS, timeout_s, groups=(group,), include_authorized_operations=False
     )
     g = described.groups[0]
+    if g.error_code == ErrorCode.group_id_not_found:  # v6+ (KIP-1043): v0-v5 answer "Dead"
+        return GroupView(group, coordinator, "Dead", "", "")
     check(g.error_code, "DescribeGroups")
     consumer = g.protocol_type in ("consumer", "")
     view = GroupView(group, coordinator, g.group_state, g.protocol_type, g.protocol_data)

@@ -51,12 +51,13 @@ def describe(
             continue
         group = state.groups.get(gid)
         if group is None:
-            if cmd.api_version >= 6:  # KIP-1043
-                out.append(
-                    DescribedGroup(
-                        E.group_id_not_found, gid, "Dead", "", "", (), f"Group {gid} not found."
-                    )
+            if cmd.api_version >= 6:  # KIP-1043, with Kafka's messages (GroupMetadataManager)
+                message = (
+                    f"Group {gid} is not a classic group."
+                    if gid in state.consumer.groups
+                    else f"Group {gid} not found."
                 )
+                out.append(DescribedGroup(E.group_id_not_found, gid, "Dead", "", "", (), message))
             else:
                 out.append(DescribedGroup(E.none, gid, "Dead", "", "", ()))
             continue

@@ -5,9 +5,15 @@ group -> GROUP_ID_NOT_FOUND; the group's state (STATE_REPLIES, Check.OFFSET_DELE
 group -> NON_EMPTY_GROUP, unless its protocol type is "consumer"). Per partition: an unknown
 topic or partition -> UNKNOWN_TOPIC_OR_PARTITION; a topic the group is subscribed to ->
 GROUP_SUBSCRIBED_TO_TOPIC; otherwise its offset is deleted (a tombstone).
+
+A KIP-848 consumer group (`state.consumer.groups`) is found as well: Kafka's
+ConsumerGroup.validateOffsetDelete refuses only a Dead group, and a topic is refused while a
+member subscribes to it (by name or through a resolved regex), whatever the group's state.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from coordinator.core.effects import Effects
 from coordinator.core.events import OffsetsDeleted
@@ -26,6 +32,10 @@ E = ErrorCode
 
 
 def handle(state: CoreState, reply_to: int, cmd: OffsetDelete, now_ms: int, fx: Effects) -> None:
+    consumer_group = None if state.loading else state.consumer.groups.get(cmd.group_id)
+    if consumer_group is not None:
+        _delete(state, reply_to, cmd, consumer_group.subscribed_topic_names().__contains__, fx)
+        return
     group = state.groups.get(cmd.group_id)
     error = state.admin_error(group, Check.OFFSET_DELETE) if cmd.group_id else E.invalid_group_id
     if error is E.non_empty_group and group and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
@@ -33,11 +43,21 @@ def handle(state: CoreState, reply_to: int, cmd: OffsetDelete, now_ms: int, fx: 
     if error is not None or group is None:
         fx.replies.append((reply_to, OffsetDeleteResult(error or E.none)))
         return
+    _delete(state, reply_to, cmd, group.is_subscribed_to_topic, fx)
+
+
+def _delete(
+    state: CoreState,
+    reply_to: int,
+    cmd: OffsetDelete,
+    is_subscribed: Callable[[str], bool],
+    fx: Effects,
+) -> None:
     gid = cmd.group_id
     deleted = 0
     topics: list[TopicErrors] = []
     for t in cmd.topics:
-        subscribed = group.is_subscribed_to_topic(t.name)
+        subscribed = is_subscribed(t.name)
         parts: list[PartitionError] = []
         for p in t.partitions:
             if not state.topics.has_partition(t.name, p):
