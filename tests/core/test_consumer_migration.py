@@ -50,6 +50,7 @@ def core(policy: str = "bidirectional") -> GroupCoordinator:
         CoordinatorConfig(
             consumer_session_timeout_ms=10_000,
             consumer_heartbeat_interval_ms=500,
+            consumer_assignment_interval_ms=0,  # every join assigned at once, as in Kafka 4.1
             initial_rebalance_delay_ms=0,
             consumer_migration_policy=policy,
         ),

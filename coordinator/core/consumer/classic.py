@@ -201,12 +201,10 @@ def join(coord: ConsumerGroupCoordinator, cmd: JoinGroup, now_ms: int) -> Classi
         coord._replace_static_member(op, group, replaced, member)
     added = member_id not in group.members
     bump = coord._write_subscription(op, group, member, updated, added)
-    group_epoch = group.group_epoch
     if bump or gid in coord._refresh_metadata:
         cause = "member_joined" if added else "subscription_changed" if bump else ""
-        group_epoch = coord._update_metadata(op, group, bump, cause, updated)
-    if group_epoch > group.assignment_epoch:
-        coord._update_target_assignment(op, group, group_epoch)
+        coord._update_metadata(op, group, bump, cause, updated)
+    coord._maybe_update_target(op, group)
 
     current = group.members[member_id]
     if not current.is_reconciled_to(group.assignment_epoch):

@@ -9,7 +9,8 @@ GroupMetadataManager does it, for groups of consumer-protocol members.
    (KIP-1101: the Murmur3/XXH3 topic hashes of coordinator.core.topichash) changed;
 3. recomputes the target assignment when the group epoch is ahead of the assignment epoch --
    and only then: membership, subscriptions and topic metadata all reach the assignor through a
-   group epoch bump, so an unchanged group is never reassigned;
+   group epoch bump, so an unchanged group is never reassigned. At most once per assignment
+   interval (coordinator.core.consumer.target, KIP-1263): bumps inside it wait for a timer;
 4. reconciles the member toward its target (coordinator.core.consumer.reconcile): revocation
    first, a partition is given only once its previous holder released it.
 `expire(now_ms)` fences members whose session timeout (the server's, 45 s by default) or
@@ -39,10 +40,9 @@ Pure: no I/O, no clock (time is an argument; wall time = now_ms + epoch_offset_m
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Callable, Iterable
 
-from coordinator.core.consumer.assignors import ASSIGNORS, GroupSpec, MemberSpec
+from coordinator.core.consumer.assignors import ASSIGNORS
 from coordinator.core.consumer.describe import describe_group
 from coordinator.core.consumer.member_update import owns_subset, updated_member
 from coordinator.core.consumer.messages import (
@@ -85,6 +85,7 @@ from coordinator.core.consumer.records import (
 )
 from coordinator.core.consumer.regex import InvalidRegex, compile_regex, resolve
 from coordinator.core.consumer.replay import replay
+from coordinator.core.consumer.target import AssignmentPacer, build_spec
 from coordinator.core.consumer.timers import MemberTimers, TimerKind
 from coordinator.core.messages import ErrorCode
 from coordinator.core.topichash import TopicHashCache
@@ -130,6 +131,7 @@ class ConsumerGroupCoordinator:
         "_hashed_topics",
         "_hashes",
         "_new_member_id",
+        "_pacer",
         "_refresh_metadata",
         "_refresh_regexes",
         "_topics_version",
@@ -164,6 +166,7 @@ class ConsumerGroupCoordinator:
         self._refresh_regexes: set[str] = set()  # re-resolve the regexes on next heartbeat
         self._topics_version = 0  # topic changes seen: the version of resolved regexes
         self.rebalances = Rebalances()  # for the events only (metrics, history)
+        self._pacer = AssignmentPacer(config.assignment_interval_ms)
 
     # -- API 68 ---------------------------------------------------------------------------------
 
@@ -269,12 +272,10 @@ class ConsumerGroupCoordinator:
         bump |= self._update_regexes(
             op, group, old_regex, new_regex, old_regex_members, new_regex_members, now_ms
         )
-        group_epoch = group.group_epoch
         if bump or gid in self._refresh_metadata:
             cause = "member_joined" if added else "subscription_changed" if bump else ""
-            group_epoch = self._update_metadata(op, group, bump, cause, updated)
-        if group_epoch > group.assignment_epoch:
-            self._update_target_assignment(op, group, group_epoch)
+            self._update_metadata(op, group, bump, cause, updated)
+        self._maybe_update_target(op, group)
         target = group.target_assignment.get(member_id, EMPTY_PARTITIONS)
 
         current = group.members[member_id]
@@ -481,34 +482,34 @@ class ConsumerGroupCoordinator:
         self._hashed_topics[gid] = topics
         return self._hashes.group_hash(topics)
 
+    def _maybe_update_target(self, op: _Op, group: ConsumerGroup) -> None:
+        """Compute the target when the group epoch is ahead of it, at most once per assignment
+        interval (coordinator.core.consumer.target): a bump inside the interval is folded into
+        the run its timer (or the first heartbeat after it) makes."""
+        gid = group.group_id
+        if group.group_epoch <= group.assignment_epoch or not group.members:
+            return
+        due_ms = self._pacer.due_at(gid, op.now_ms)
+        if due_ms is not None:
+            if not self.timers.scheduled(TimerKind.ASSIGNMENT, gid, ""):
+                self.timers.schedule(TimerKind.ASSIGNMENT, gid, "", due_ms)
+            return
+        self.timers.cancel(TimerKind.ASSIGNMENT, gid, "")
+        self._update_target_assignment(op, group, group.group_epoch)
+        self._pacer.assigned(gid, op.now_ms)
+
     def _update_target_assignment(self, op: _Op, group: ConsumerGroup, group_epoch: int) -> None:
         """Kafka's TargetAssignmentBuilder: run the group's assignor over every member, write
         the members whose target changed, then the new assignment epoch."""
         gid = group.group_id
         assignor_name = group.preferred_server_assignor(self.config.assignors)
-        counts: dict[uuid.UUID, int] = {}
-        specs: dict[str, MemberSpec] = {}
-        for mid in sorted(group.members):
-            m = group.members[mid]
-            ids = set()
-            for name in group.member_topics(m):
-                info = self.catalog.get(name)
-                if info is not None:  # Kafka's TopicIds: unknown names are left out
-                    ids.add(info.topic_id)
-                    counts[info.topic_id] = info.partitions
-            specs[mid] = MemberSpec(
-                mid,
-                m.instance_id,
-                m.rack_id,
-                frozenset(ids),
-                group.target_assignment.get(mid, EMPTY_PARTITIONS),
-            )
-        spec = GroupSpec(specs, group.subscription_type(), counts)
+        spec = build_spec(group, self.catalog)
         result = ASSIGNORS[assignor_name].assign(spec)
         changed = 0
-        for mid in specs:
+        target = group.target_assignment
+        for mid in spec.members:
             new = result.get(mid, EMPTY_PARTITIONS)
-            old = group.target_assignment.get(mid)
+            old = target.get(mid)
             if old is None or new != old:
                 changed += 1
                 op.emit(target_record(gid, mid, new))
@@ -519,7 +520,7 @@ class ConsumerGroupCoordinator:
             )
         )
         op.events.append(
-            TargetAssignmentComputed(gid, group_epoch, assignor_name, len(specs), changed)
+            TargetAssignmentComputed(gid, group_epoch, assignor_name, len(spec.members), changed)
         )
         self.rebalances.assigned(gid, op.now_ms)
 
@@ -623,6 +624,9 @@ class ConsumerGroupCoordinator:
         for due in self.timers.pop_due(now_ms):
             group = self.groups.get(due.group_id)
             member = None if group is None else group.members.get(due.member_id)
+            if group is not None and due.kind is TimerKind.ASSIGNMENT:
+                self._maybe_update_target(op, group)
+                continue
             if group is None or member is None:
                 continue
             if due.kind is TimerKind.SESSION:
@@ -671,6 +675,8 @@ class ConsumerGroupCoordinator:
         self._refresh_metadata.discard(group_id)
         self._refresh_regexes.discard(group_id)
         self.rebalances.forget(group_id)
+        self._pacer.forget(group_id)
+        self.timers.cancel(TimerKind.ASSIGNMENT, group_id, "")
 
     def finish_loading(self, now_ms: int, group_ids: Iterable[str] | None = None) -> None:
         """After replay: every member gets a fresh session timeout, members with partitions to
@@ -723,6 +729,8 @@ class ConsumerGroupCoordinator:
         self._hashes.subscribe(group_id, self._hashed_topics.pop(group_id, _NO_TOPICS), _NO_TOPICS)
         self._refresh_metadata.discard(group_id)
         self._refresh_regexes.discard(group_id)
+        self._pacer.forget(group_id)
+        self.timers.cancel(TimerKind.ASSIGNMENT, group_id, "")
         return ErrorCode.none, tuple(op.records)
 
     def state_of(self, group_id: str) -> ConsumerGroupState:
