@@ -25,10 +25,12 @@ Invariants:
 - A heartbeat is all-or-nothing: every check that can refuse it runs before its first record.
 
 Where we differ from Kafka 4.1 on purpose:
-- Regexes are resolved in the heartbeat that needs them (a new regex, or after a topic was
-  created or deleted), not by a background task followed by another epoch bump: a regex member
-  gets its partitions one heartbeat sooner. Only a change of the resolved topics is written.
-  Topics are not filtered by DESCRIBE ACLs here (the shell may filter the catalog).
+- Regexes are resolved by the group's next heartbeat after the one that needs them (a new
+  regex, or a topic created or deleted), where Kafka resolves them in a background task and
+  bumps the epoch when it completes: the same steps (the heartbeat that subscribes is answered
+  with what is resolved so far; the regex's topics come with a later epoch). Only a change of
+  the resolved topics is written. Topics are not filtered by DESCRIBE ACLs here (the shell may
+  filter the catalog).
 - Members may rejoin with epoch 0 while the coordinator still knows them (KAFKA-19233, Kafka
   4.3), and a full group still admits its static members' rejoins (KAFKA-20601, Kafka 4.3).
 - Ties Kafka leaves to HashMap order (preferred assignor, member order in assignors) are broken
@@ -418,11 +420,14 @@ class ConsumerGroupCoordinator:
         new_regex_members: int,
         now_ms: int,
     ) -> bool:
-        """Kafka's maybeUpdateRegularExpressions, resolving at once (see the module docstring).
-        The counts are the group's before this heartbeat. Returns whether to bump the epoch."""
+        """Kafka's maybeUpdateRegularExpressions. A regex new to the group is resolved in a
+        later step, as Kafka's background resolution is: this heartbeat goes on with what is
+        resolved so far, and the group's next heartbeat resolves it and bumps the epoch. The
+        counts are the group's before this heartbeat. Returns whether to bump the epoch."""
         gid = group.group_id
         bump = False
         to_resolve: set[str] = set()
+        unresolved = False
         if old_regex != new_regex:
             if old_regex and old_regex_members == 1:
                 op.emit(
@@ -430,7 +435,7 @@ class ConsumerGroupCoordinator:
                 )
             if new_regex:
                 if new_regex_members == 0:
-                    to_resolve.add(new_regex)
+                    unresolved = True
                 else:
                     bump = new_regex in group.resolved_regexes
             elif old_regex:
@@ -438,6 +443,8 @@ class ConsumerGroupCoordinator:
         if gid in self._refresh_regexes:
             self._refresh_regexes.discard(gid)
             to_resolve |= set(group.regex_counts)
+        if unresolved:
+            self._refresh_regexes.add(gid)
         names = [t.name for t in self.catalog] if to_resolve else []
         for regex in sorted(to_resolve):
             if regex not in group.regex_counts:
