@@ -433,3 +433,28 @@ def test_a_static_classic_member_restarted_with_the_consumer_protocol_takes_its_
     check_group(group)
     # The old classic instance is fenced.
     assert clients[0].heartbeat(10) is E.fenced_instance_id
+
+
+def test_describe_groups_v6_of_a_consumer_group_and_of_an_unknown_group() -> None:
+    """DescribeGroups v6 (KIP-1043): a group that is not a classic group (a KIP-848 group, as
+    Kafka's GroupMetadataManager.classicGroup refuses it) and an unknown group are
+    GROUP_ID_NOT_FOUND with Kafka's messages; before v6 both are a Dead group without error."""
+    from coordinator.core.messages import DescribeGroups, DescribeGroupsResult
+
+    c = core()
+    response, _ = consumer_join(c, "m1", 0)
+    assert response.error is E.none
+    for version in (5, 6):
+        result = reply(c.handle(1, DescribeGroups(("g", "nobody"), version), 0))
+        assert isinstance(result, DescribeGroupsResult)
+        got = [(d.error, d.group_id, d.state, d.error_message) for d in result.groups]
+        if version == 6:
+            assert got == [
+                (E.group_id_not_found, "g", "Dead", "Group g is not a classic group."),
+                (E.group_id_not_found, "nobody", "Dead", "Group nobody not found."),
+            ]
+        else:
+            assert [(e, g, s) for e, g, s, _ in got] == [
+                (E.none, "g", "Dead"),
+                (E.none, "nobody", "Dead"),
+            ]
