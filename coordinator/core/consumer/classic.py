@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from coordinator.core.consumer.coordinator import ConsumerGroupCoordinator, _Op
+from coordinator.core.consumer.coordinator import ConsumerGroupCoordinator
 from coordinator.core.consumer.messages import ConsumerEvent
 from coordinator.core.consumer.model import (
     EMPTY_PARTITIONS,
@@ -45,6 +45,7 @@ from coordinator.core.consumer.model import (
     MemberState,
     PartitionMap,
 )
+from coordinator.core.consumer.op import Op as _Op
 from coordinator.core.consumer.reconcile import reconcile
 from coordinator.core.consumer.record_helpers import current_assignment_record
 from coordinator.core.consumer.records import (

@@ -20,12 +20,23 @@ Pure: time is an argument.
 from __future__ import annotations
 
 import uuid
+from typing import Protocol
 
-from coordinator.core.consumer.assignors import GroupSpec, MemberSpec
+from coordinator.core.consumer.assignors import ASSIGNORS, GroupSpec, MemberSpec
+from coordinator.core.consumer.messages import ConsumerGroupConfig, TargetAssignmentComputed
 from coordinator.core.consumer.model import EMPTY_PARTITIONS, ConsumerGroup
+from coordinator.core.consumer.op import Op
+from coordinator.core.consumer.rebalances import Rebalances
+from coordinator.core.consumer.record_helpers import target_record
+from coordinator.core.consumer.records import (
+    ConsumerGroupRecord,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+)
+from coordinator.core.consumer.timers import MemberTimers, TimerKind
 from coordinator.core.topics import TopicCatalog
 
-__all__ = ["AssignmentPacer", "build_spec"]
+__all__ = ["AssignmentPacer", "build_spec", "maybe_update_target", "update_target_assignment"]
 
 
 class AssignmentPacer:
@@ -51,6 +62,21 @@ class AssignmentPacer:
         self._last_ms.pop(group_id, None)
 
 
+class _Coordinator(Protocol):
+    """What the target's computation reads of the ConsumerGroupCoordinator."""
+
+    @property
+    def config(self) -> ConsumerGroupConfig: ...
+    @property
+    def catalog(self) -> TopicCatalog: ...
+    @property
+    def timers(self) -> MemberTimers: ...
+    @property
+    def rebalances(self) -> Rebalances: ...
+    @property
+    def pacer(self) -> AssignmentPacer: ...
+
+
 def build_spec(group: ConsumerGroup, catalog: TopicCatalog) -> GroupSpec:
     """The assignor's input: every member's subscribed topic ids (existing topics only: Kafka's
     TopicIds leaves unknown names out) and current target, and the subscribed topics' sizes."""
@@ -74,3 +100,49 @@ def build_spec(group: ConsumerGroup, catalog: TopicCatalog) -> GroupSpec:
             mid, m.instance_id, m.rack_id, ids, target.get(mid, EMPTY_PARTITIONS)
         )
     return GroupSpec(specs, group.subscription_type(), counts)
+
+
+def maybe_update_target(coord: _Coordinator, op: Op, group: ConsumerGroup) -> None:
+    """Compute the target when the group epoch is ahead of it, at most once per assignment
+    interval (coordinator.core.consumer.target): a bump inside the interval is folded into
+    the run its timer (or the first heartbeat after it) makes."""
+    gid = group.group_id
+    if group.group_epoch <= group.assignment_epoch or not group.members:
+        return
+    due_ms = coord.pacer.due_at(gid, op.now_ms)
+    if due_ms is not None:
+        if not coord.timers.scheduled(TimerKind.ASSIGNMENT, gid, ""):
+            coord.timers.schedule(TimerKind.ASSIGNMENT, gid, "", due_ms)
+        return
+    coord.timers.cancel(TimerKind.ASSIGNMENT, gid, "")
+    update_target_assignment(coord, op, group, group.group_epoch)
+    coord.pacer.assigned(gid, op.now_ms)
+
+
+def update_target_assignment(
+    coord: _Coordinator, op: Op, group: ConsumerGroup, group_epoch: int
+) -> None:
+    """Kafka's TargetAssignmentBuilder: run the group's assignor over every member, write
+    the members whose target changed, then the new assignment epoch."""
+    gid = group.group_id
+    assignor_name = group.preferred_server_assignor(coord.config.assignors)
+    spec = build_spec(group, coord.catalog)
+    result = ASSIGNORS[assignor_name].assign(spec)
+    changed = 0
+    target = group.target_assignment
+    for mid in spec.members:
+        new = result.get(mid, EMPTY_PARTITIONS)
+        old = target.get(mid)
+        if old is None or new != old:
+            changed += 1
+            op.emit(target_record(gid, mid, new))
+    op.emit(
+        ConsumerGroupRecord(
+            ConsumerGroupTargetAssignmentMetadataKey(gid),
+            ConsumerGroupTargetAssignmentMetadataValue(group_epoch),
+        )
+    )
+    op.events.append(
+        TargetAssignmentComputed(gid, group_epoch, assignor_name, len(spec.members), changed)
+    )
+    coord.rebalances.assigned(gid, op.now_ms)
