@@ -546,6 +546,7 @@ class ConsumerGroupCoordinator:
             self._refresh_metadata.add(gid)
             if group.regex_counts:
                 self._refresh_regexes.add(gid)
+            self.rebalances.resumed(now_ms, group)
 
     # -- admin ----------------------------------------------------------------------------------
 
