@@ -458,3 +458,28 @@ def test_describe_groups_v6_of_a_consumer_group_and_of_an_unknown_group() -> Non
                 (E.none, "g", "Dead"),
                 (E.none, "nobody", "Dead"),
             ]
+
+
+def test_the_last_consumer_member_replaced_by_a_static_classic_one_downgrades_at_once() -> None:
+    """The rolling downgrade of static members (Kafka's
+    validateOnlineDowngradeWithReplacedMemberId): the classic instance that takes the place of
+    the last consumer-protocol member turns the group back into a classic group in that very
+    JoinGroup, Stable at the group epoch, no rebalance, its partitions the replaced member's."""
+    c = core()
+    clients = classic_group(c, static=True)
+    cmd = ConsumerGroupHeartbeat("g", "n0", 0, instance_id="c0", rebalance_timeout_ms=REBALANCE_MS,
+                                 subscribed_topic_names=(T,), topic_partitions=())  # fmt: skip
+    response = reply(c.handle(1, cmd, 0))
+    assert isinstance(response, HeartbeatResponse) and response.error is E.none
+    epoch = c.consumer.groups["g"].group_epoch
+    target = c.consumer.groups["g"].target_assignment["n0"]
+    back = Classic(c, "c0", static=True)  # the instance restarted with the classic protocol
+    joined = back.rejoin(100)
+    assert joined.error is E.none
+    assert "g" not in c.consumer.groups
+    group = c.state.groups["g"]
+    assert group.state is GroupState.STABLE and group.generation_id == epoch
+    assert set(group.members) == {back.member_id, clients[1].member_id, clients[2].member_id}
+    assert back.sync(100).error is E.none
+    assert back.owned == frozenset(p for ps in target.values() for p in ps)
+    assert clients[1].heartbeat(200) is E.none  # nobody else rebalances
