@@ -101,9 +101,12 @@ class Classic:
     size: int
     synced: Counter[int] = field(default_factory=Counter)  # generation -> members synced in it
     seen: dict[int, int] = field(default_factory=dict)  # generation -> members its leader saw
+    leaving: int = 0  # members told to leave that have not left yet
 
     def settled(self) -> bool:
-        return any(self.synced[g] == self.size for g, n in self.seen.items() if n == self.size)
+        return not self.leaving and any(
+            self.synced[g] == self.size for g, n in self.seen.items() if n == self.size
+        )
 
 
 async def classic_member(
@@ -124,6 +127,7 @@ async def classic_member(
                 return
             if leave.is_set():
                 g.synced[m.generation_id] -= 1
+                g.leaving -= 1
                 await m.conn.request(wire.leave_group_v3(g.group_id, [m.member_id]), timeout=10)
                 return
             error = await loadgen.heartbeat_once(m)
@@ -153,10 +157,16 @@ class Consumer:
     partitions: int
     epochs: Counter[int] = field(default_factory=Counter)  # member epoch -> members at it
     held: int = 0  # partitions given, over all members
+    leaving: int = 0  # members told to leave that have not left yet
 
     def settled(self) -> bool:
         total = sum(self.epochs.values())
-        return total == self.size and len(self.epochs) == 1 and self.held == self.partitions
+        return (
+            not self.leaving
+            and total == self.size
+            and len(self.epochs) == 1
+            and self.held == self.partitions
+        )
 
 
 def _count(owned: wire.Owned) -> int:
@@ -197,6 +207,7 @@ async def consumer_member(
         if not g.epochs[epoch]:
             del g.epochs[epoch]
         g.held -= _count(owned)
+        g.leaving -= 1
         bye = wire.consumer_group_heartbeat_v0(g.group_id, member_id, -1)
         await conn.request_flexible((wire.CONSUMER_GROUP_HEARTBEAT, 0, bye), timeout=10)
 
@@ -240,6 +251,7 @@ class Crew:
     async def phase(self, size: int, joining: range, leaving: list[int]) -> float:
         """Seconds from the phase's first request until the group of `size` settled."""
         self.g.size = size
+        self.g.leaving = len(leaving)  # a leaver counts as gone only once it has left
         settled = self.done.arm()
         t0 = time.perf_counter()
         for i in leaving:
