@@ -339,8 +339,10 @@ async def rss_measure(ctx: Context, server: servers.Server, tag: str) -> dict[st
 async def kip848_measure(server: servers.Server, tag: str) -> dict[str, float]:
     await rebalance.create_topic(server.port, 2 * KIP848_MEMBERS)
     cpu0 = server.cpu_s()
-    form, join1 = await rebalance.run_consumer(server.port, KIP848_MEMBERS, f"{tag}rb-consumer")
-    return {"kip848_form_s": form, "kip848_join1_s": join1, "kip848_cpu_s": server.cpu_s() - cpu0}
+    n = KIP848_MEMBERS
+    got = await rebalance.run_phases(server.port, "consumer", n, prefix=tag, phases=True)
+    return {"kip848_form_s": got[f"rb_consumer_form_{n}"],
+            "kip848_join1_s": got[f"rb_consumer_join1_{n}"], "kip848_cpu_s": server.cpu_s() - cpu0}
 
 
 @register(

@@ -49,6 +49,8 @@ class CoordinatorConfig:
     # KIP-848 consumer groups (issue 23): the server owns their session and heartbeat interval.
     consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    # group.consumer.assignment.interval.ms (KIP-1263; Kafka: 1000): 0 = on every epoch bump.
+    consumer_assignment_interval_ms: int = 100
     # group.consumer.migration.policy (Kafka 4.0+): the online upgrade (classic -> consumer) and
     # downgrade of non-empty groups: "bidirectional", "upgrade", "downgrade" or "disabled".
     consumer_migration_policy: str = "bidirectional"

@@ -51,6 +51,22 @@ from dataclasses import fields
 from coordinator.core.consumer import codec as consumer_codec
 from coordinator.core.consumer.records import RECORD_TYPES as CONSUMER_KEY_TYPES
 from coordinator.core.consumer.records import ConsumerGroupKey, ConsumerGroupValue
+from coordinator.core.record_wire import (
+    NULL_STRING,
+    B,
+    H,
+    I,
+    Q,
+    RecordDecodeError,
+    string_cache,
+)
+from coordinator.core.record_wire import Reader as _Reader
+from coordinator.core.record_wire import bytes_at as _bytes_at
+from coordinator.core.record_wire import encode_bytes as _bytes
+from coordinator.core.record_wire import encode_nullable_string as _nullable_string
+from coordinator.core.record_wire import encode_string as _string
+from coordinator.core.record_wire import encode_string_once as _string_once
+from coordinator.core.record_wire import text_at as _text_at
 from coordinator.core.records import (
     AclKey,
     AclValue,
@@ -79,9 +95,8 @@ ACL_TYPE = 101
 SCRAM_CREDENTIAL_TYPE = 102
 TXN_OFFSET_TYPE = 103
 
-_H = struct.Struct(">h")
-_I = struct.Struct(">i")
-_Q = struct.Struct(">q")
+_H, _I, _Q, _B, _NULL_STRING = H, I, Q, B, NULL_STRING
+_string_cache = string_cache  # encode_string's cache (tests clear it)
 _HQ = struct.Struct(">hq")
 _HQI = struct.Struct(">hqi")
 _QQ = struct.Struct(">qq")
@@ -89,8 +104,6 @@ _II = struct.Struct(">ii")
 _OFFSET_TYPE_PREFIX = _H.pack(OFFSET_COMMIT_TYPE)
 _GROUP_TYPE_PREFIX = _H.pack(GROUP_METADATA_TYPE)
 _TOPIC_TYPE_PREFIX = _H.pack(TOPIC_TYPE)
-_NULL_STRING = _H.pack(-1)
-_B = struct.Struct(">b")
 _HQIH = struct.Struct(">hqih")
 OFFSET_V3_FIXED_BYTES = _HQIH.size + 8
 
@@ -99,42 +112,7 @@ _CONSUMER_KEY_CLASSES = typing.get_args(ConsumerGroupKey)
 _CONSUMER_VALUE_TYPES = typing.get_args(ConsumerGroupValue)
 
 
-class RecordDecodeError(ValueError):
-    """A known record type whose bytes cannot be decoded (unknown version, truncated)."""
-
-
 # -- encoding ------------------------------------------------------------------------------------
-
-_string_cache: dict[str, bytes] = {}
-
-
-def _string(s: str) -> bytes:
-    """int16 length + UTF-8. Group ids and topics repeat on every commit, so they are cached."""
-    b = _string_cache.get(s)
-    if b is None:
-        b = _string_once(s)
-        if len(_string_cache) > 65_536:
-            _string_cache.clear()
-        _string_cache[s] = b
-    return b
-
-
-def _string_once(s: str) -> bytes:
-    """`_string` without the cache, for the per-member strings of a group record (ids, client
-    ids): caching them would hold a second copy of each for every member (~130 bytes a member,
-    measured), and they are written once a rebalance, not once a commit."""
-    data = s.encode()
-    if len(data) > 0x7FFF:
-        raise ValueError("string longer than 32767 bytes")
-    return _H.pack(len(data)) + data
-
-
-def _nullable_string(s: str | None) -> bytes:
-    return _NULL_STRING if s is None else _string(s)
-
-
-def _bytes(b: bytes) -> bytes:
-    return _I.pack(len(b)) + b
 
 
 def encode_key(key: RecordKey) -> bytes:
@@ -247,60 +225,6 @@ def encode_record(record: Record) -> tuple[bytes, bytes | None]:
 # -- decoding ------------------------------------------------------------------------------------
 
 
-class _Reader:
-    __slots__ = ("buf", "pos")
-
-    def __init__(self, buf: bytes, pos: int) -> None:
-        self.buf = buf
-        self.pos = pos
-
-    def _take(self, n: int) -> bytes:
-        end = self.pos + n
-        if n < 0 or end > len(self.buf):
-            raise RecordDecodeError("truncated record")
-        data = self.buf[self.pos : end]
-        self.pos = end
-        return data
-
-    def int8(self) -> int:
-        v: int = _B.unpack(self._take(1))[0]
-        return v
-
-    def int16(self) -> int:
-        v: int = _H.unpack(self._take(2))[0]
-        return v
-
-    def int32(self) -> int:
-        v: int = _I.unpack(self._take(4))[0]
-        return v
-
-    def int64(self) -> int:
-        v: int = _Q.unpack(self._take(8))[0]
-        return v
-
-    def nullable_string(self) -> str | None:
-        n = self.int16()
-        if n == -1:
-            return None
-        try:
-            return self._take(n).decode()
-        except UnicodeDecodeError as e:
-            raise RecordDecodeError(str(e)) from e
-
-    def string(self) -> str:
-        s = self.nullable_string()
-        if s is None:
-            raise RecordDecodeError("null where a string is required")
-        return s
-
-    def bytes_(self) -> bytes:
-        return self._take(self.int32())
-
-    def done(self) -> None:
-        if self.pos != len(self.buf):
-            raise RecordDecodeError(f"{len(self.buf) - self.pos} trailing bytes")
-
-
 def record_type(key: bytes) -> int:
     if len(key) < 2:
         raise RecordDecodeError("key shorter than its record type")
@@ -359,29 +283,6 @@ def decode_group_value(value: bytes) -> GroupMetadataValue:
         return _decode_group_value(value)
     except (struct.error, UnicodeDecodeError) as e:  # a fixed-size field ran past the end
         raise RecordDecodeError(f"bad GroupMetadataValue: {e}") from e
-
-
-def _text_at(buf: bytes, pos: int) -> tuple[str | None, int]:
-    """A nullable string at pos and the position after it (loading speed: no reader object)."""
-    (n,) = _H.unpack_from(buf, pos)
-    pos += 2
-    end = pos + n
-    # `>=` for `>` is an equivalent mutant: no group value ends with a string (the member count
-    # or a byte array follows), so the next read refuses such a buffer either way.
-    if n < 0 or end > len(buf):  # pragma: no mutate
-        if n == -1:
-            return None, pos
-        raise RecordDecodeError("truncated record")
-    return buf[pos:end].decode(), end
-
-
-def _bytes_at(buf: bytes, pos: int) -> tuple[bytes, int]:
-    (n,) = _I.unpack_from(buf, pos)
-    pos += 4
-    end = pos + n
-    if n < 0 or end > len(buf):
-        raise RecordDecodeError("truncated record")
-    return buf[pos:end], end
 
 
 def _decode_group_value(buf: bytes) -> GroupMetadataValue:

@@ -64,6 +64,7 @@ class CoreState:
             ConsumerGroupConfig(
                 session_timeout_ms=config.consumer_session_timeout_ms,
                 heartbeat_interval_ms=config.consumer_heartbeat_interval_ms,
+                assignment_interval_ms=config.consumer_assignment_interval_ms,
                 topic_hash=config.topic_hash,
             ),
             self.topics,

@@ -196,6 +196,12 @@ SETTINGS: list[Setting] = [
     Setting("consumer_heartbeat_interval_ms", "int", 5_000,
             "group.consumer.heartbeat.interval.ms (KIP-848 consumer groups)", at_least(1),
             metavar="MS"),
+    # Kafka 4.3's default is 1000 ms; ours is shorter because the target is computed inline by a
+    # timer, and a group forming in a burst is then assigned within one short interval.
+    Setting("consumer_assignment_interval_ms", "int", 100,
+            "group.consumer.assignment.interval.ms (KIP-848 consumer groups, KIP-1263): the "
+            "target assignment is computed at most once per interval; 0 = on every change",
+            at_least(0), metavar="MS"),
     Setting("consumer_migration_policy", "str", "bidirectional",
             "group.consumer.migration.policy: online upgrade of a non-empty classic group to a "
             "consumer group and downgrade back", choices=("bidirectional", "upgrade", "downgrade",

@@ -11,7 +11,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from coordinator.core.record_codec import RecordDecodeError, decode_record
+from coordinator.core.record_codec import decode_record
+from coordinator.core.record_wire import RecordDecodeError
 from coordinator.core.records import (
     AclKey,
     AclValue,

@@ -21,15 +21,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coordinator.tools.groups_wire import one_call
 from protocol import apis
+from tests.support import kafka
 from tests.support import realclients as rc
 from tests.support.realclients import (
     PARTITIONS,
@@ -308,3 +311,81 @@ async def test_restart_resumes_the_group_with_the_same_epochs(request, server, m
     assert {m.member_id: m.member_epoch for m in again.members} == epochs
     for m in ms:
         assert not revoked_since(m, t), m.name
+
+
+def _delete_offsets(bootstrap: str, group: str, parts: list[tuple[str, int]]) -> dict[Any, str]:
+    """Kafka 4.4's own kafka-consumer-groups --delete-offsets (Admin.deleteConsumerGroupOffsets,
+    OffsetDelete API 47; confluent-kafka's Python AdminClient has no such call): (topic,
+    partition) -> "Successful" or the exception the tool printed for it; a group-level error is
+    {"group": the exception}."""
+    peers = Path(os.environ.get("GROUPCOORD_PEERS", str(rc.DEFAULT_PEERS))).resolve()
+    topics = [arg for t, p in parts for arg in ("--topic", f"{t}:{p}")]
+    out = kafka.run_tool(peers, "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+                         "--bootstrap-server", bootstrap, "--delete-offsets", "--group", group,
+                         *topics)  # fmt: skip
+    rows: dict[Any, str] = {}
+    for line in out.splitlines():
+        cols = line.split()
+        if len(cols) >= 3 and (cols[0], cols[1]) in {(t, str(p)) for t, p in parts}:
+            status = " ".join(cols[2:])
+            found = re.search(r"(\w+Exception)", status)
+            rows[(cols[0], int(cols[1]))] = found.group(1) if found else status
+    if not rows:
+        found = re.search(r"(\w+Exception)", out)
+        rows["group"] = found.group(1) if found else out
+    return rows
+
+
+def _commit_offsets(bootstrap: str, group: str, parts: list[tuple[str, int]], offset: int) -> None:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, offset) for t, p in parts])
+    admin.alter_consumer_group_offsets([request], request_timeout=10)[group].result(10)
+
+
+def _committed(bootstrap: str, group: str, parts: list[tuple[str, int]]) -> dict[Any, int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in parts])
+    done = admin.list_consumer_group_offsets([request], request_timeout=10)[group].result(10)
+    return {(tp.topic, tp.partition): tp.offset for tp in done.topic_partitions}
+
+
+async def test_offset_delete_on_a_consumer_group(request, server, members):
+    """OffsetDelete (API 47) on a KIP-848 group, as Kafka answers it: per partition,
+    GROUP_SUBSCRIBED_TO_TOPIC for a topic a member subscribes to, NONE (deleted) otherwise;
+    once the group is empty nothing is subscribed and every offset can go. An unknown group is
+    GROUP_ID_NOT_FOUND."""
+    require_kind(request, "confluent")
+    broker = server(topics={TOPIC: PARTITIONS, "other": 2}, **CONSUMER_OPTIONS)
+    group = "kip848-offset-delete"
+    both = [(TOPIC, 0), ("other", 0)]
+    await asyncio.to_thread(_commit_offsets, broker.bootstrap, group, both, 7)
+    m = await _member(members, "confluent", "confluent-od", broker, group)
+    await wait_split(broker, group, [m])
+    live = await asyncio.to_thread(_delete_offsets, broker.bootstrap, group, both)
+    assert live == {(TOPIC, 0): "GroupSubscribedToTopicException", ("other", 0): "Successful"}
+    left = await asyncio.to_thread(_committed, broker.bootstrap, group, both)
+    assert left[("other", 0)] < 0 and left[(TOPIC, 0)] >= 0  # only "other" was deleted
+
+    await m.close()
+    empty = await wait_until(_empty(broker, group), 20, "the group to be empty")
+    assert empty.group_state == "Empty"
+    gone = await asyncio.to_thread(_delete_offsets, broker.bootstrap, group, both)
+    assert gone == {(TOPIC, 0): "Successful", ("other", 0): "Successful"}
+    left = await asyncio.to_thread(_committed, broker.bootstrap, group, both)
+    assert all(offset < 0 for offset in left.values()), left
+    unknown = await asyncio.to_thread(_delete_offsets, broker.bootstrap, "kip848-none", both)
+    assert set(unknown.values()) == {"GroupIdNotFoundException"}
+
+
+def _empty(broker: rc.Broker, group: str) -> Any:
+    async def check() -> Any:
+        described = await describe(broker, group)
+        return described if described.group_state == "Empty" else None
+
+    return check

@@ -25,12 +25,14 @@ from tests.support.sidecar_util import RawClient, kio
 # Logical topic -> partitions, the same in every module.
 TOPICS = {"t1": 3, "t2": 2, "t3": 6}
 # groupcoord's options: those of tests/conftest.py's `server`, matching the Kafka fixture's
-# group.initial.rebalance.delay.ms=0, group.classic.min.session.timeout.ms=1000,
-# group.consumer.heartbeat.interval.ms=1000 and group.consumer.session.timeout.ms=10000; the
-# classic max session timeout is Kafka's default, group.classic.max.session.timeout.ms=1800000.
+# group.initial.rebalance.delay.ms=0, group.min.session.timeout.ms=1000,
+# group.consumer.heartbeat.interval.ms=1000, group.consumer.session.timeout.ms=10000 and
+# group.consumer.assignment.interval.ms=0 (every target computed at once, on both sides); the
+# classic max session timeout is Kafka's default, group.max.session.timeout.ms=1800000.
 SERVER_OPTIONS = {"initial_rebalance_delay_ms": 0, "session_timeout_min_ms": 1000,
                   "session_timeout_max_ms": 1800000, "metrics_listen": "",
-                  "consumer_heartbeat_interval_ms": 1000, "consumer_session_timeout_ms": 10000}
+                  "consumer_heartbeat_interval_ms": 1000, "consumer_session_timeout_ms": 10000,
+                  "consumer_assignment_interval_ms": 0}
 
 
 async def _call(port: int, entity: Any) -> Any:

@@ -19,7 +19,8 @@ async def settle(s: Sequence, whos: list[str], rounds: int = 30) -> None:
         await s.step(*((w, h.cg_follow(who=w)) for w in whos))
         if (dict(s.kafka.cg), dict(s.groupcoord.cg)) == before and s.kafka.cg == s.groupcoord.cg:
             return
-    raise AssertionError(f"the group did not settle in {rounds} rounds: {s.kafka.cg}")
+    raise AssertionError(f"the group did not settle in {rounds} rounds: kafka {s.kafka.cg}, "
+                         f"groupcoord {s.groupcoord.cg}")
 
 
 @pytest.mark.parametrize("assignor", [None, "uniform", "range"])

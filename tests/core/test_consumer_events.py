@@ -168,3 +168,39 @@ def test_the_history_log_gets_the_rebalances_with_the_group_type() -> None:
     got = [(e.get("member_id"), e.get("generation_id"), e.get("reconcile_ms")) for e in reconciled]
     assert got == [("m1", 2, 0), ("m1", 3, 200), ("m2", 3, 300), ("m1", 4, 100)]
     assert Kind.GROUP_EMPTIED in kinds  # the expiry emptied it
+
+
+def test_a_restart_mid_rebalance_still_completes_it_once() -> None:
+    """The rebalance tracker is soft state, rebuilt at loading: a group loaded mid-rebalance is
+    tracked again from the load, so its end is one RebalanceCompleted (its start and cause are
+    not in the log: it reads as started at the load by a metadata change)."""
+    c = _core()
+    records: list[Any] = []
+    real_handle = c.handle
+
+    def handle(reply_to: int, cmd: Any, now: int) -> Effects:
+        fx = real_handle(reply_to, cmd, now)
+        records.extend(fx.records)
+        return fx
+
+    c.handle = handle  # type: ignore[method-assign]
+    _beat(c, 0, "m1", 0)
+    _beat(c, 100, "m2", 0)  # a rebalance under way: m1 must revoke two partitions
+    restarted = _core()
+    for record in records:
+        restarted.replay(record)
+    restarted.finish_loading(1_000)
+    completed: list[RebalanceCompleted] = []
+    # A new group starts at epoch 1 (Kafka 4.4): m1 joined at 2, m2 at 3.
+    steps = [("m1", 2, (0, 1, 2, 3)), ("m1", 2, (0, 1)), ("m2", 3, ()), ("m1", 3, (0, 1)),
+             ("m2", 3, (2, 3))]  # fmt: skip
+    for i, (mid, epoch, owned) in enumerate(steps):
+        _, events = _beat(restarted, 1_100 + 100 * i, mid, epoch, owned)
+        completed += [e for e in events if isinstance(e, RebalanceCompleted)]
+    assert restarted.consumer.state_of(G).value == "Stable"
+    assert len(completed) == 1
+    done = completed[0]
+    assert (done.generation_id, done.members, done.cause) == (
+        3, 2, RebalanceCause.METADATA_CHANGED
+    )  # fmt: skip
+    assert (done.started_ms, done.now_ms) == (1_000, 1_300)

@@ -50,6 +50,7 @@ def core(policy: str = "bidirectional") -> GroupCoordinator:
         CoordinatorConfig(
             consumer_session_timeout_ms=10_000,
             consumer_heartbeat_interval_ms=500,
+            consumer_assignment_interval_ms=0,  # every join assigned at once, as in Kafka 4.1
             initial_rebalance_delay_ms=0,
             consumer_migration_policy=policy,
         ),
@@ -432,3 +433,53 @@ def test_a_static_classic_member_restarted_with_the_consumer_protocol_takes_its_
     check_group(group)
     # The old classic instance is fenced.
     assert clients[0].heartbeat(10) is E.fenced_instance_id
+
+
+def test_describe_groups_v6_of_a_consumer_group_and_of_an_unknown_group() -> None:
+    """DescribeGroups v6 (KIP-1043): a group that is not a classic group (a KIP-848 group, as
+    Kafka's GroupMetadataManager.classicGroup refuses it) and an unknown group are
+    GROUP_ID_NOT_FOUND with Kafka's messages; before v6 both are a Dead group without error."""
+    from coordinator.core.messages import DescribeGroups, DescribeGroupsResult
+
+    c = core()
+    response, _ = consumer_join(c, "m1", 0)
+    assert response.error is E.none
+    for version in (5, 6):
+        result = reply(c.handle(1, DescribeGroups(("g", "nobody"), version), 0))
+        assert isinstance(result, DescribeGroupsResult)
+        got = [(d.error, d.group_id, d.state, d.error_message) for d in result.groups]
+        if version == 6:
+            assert got == [
+                (E.group_id_not_found, "g", "Dead", "Group g is not a classic group."),
+                (E.group_id_not_found, "nobody", "Dead", "Group nobody not found."),
+            ]
+        else:
+            assert [(e, g, s) for e, g, s, _ in got] == [
+                (E.none, "g", "Dead"),
+                (E.none, "nobody", "Dead"),
+            ]
+
+
+def test_the_last_consumer_member_replaced_by_a_static_classic_one_downgrades_at_once() -> None:
+    """The rolling downgrade of static members (Kafka's
+    validateOnlineDowngradeWithReplacedMemberId): the classic instance that takes the place of
+    the last consumer-protocol member turns the group back into a classic group in that very
+    JoinGroup, Stable at the group epoch, no rebalance, its partitions the replaced member's."""
+    c = core()
+    clients = classic_group(c, static=True)
+    cmd = ConsumerGroupHeartbeat("g", "n0", 0, instance_id="c0", rebalance_timeout_ms=REBALANCE_MS,
+                                 subscribed_topic_names=(T,), topic_partitions=())  # fmt: skip
+    response = reply(c.handle(1, cmd, 0))
+    assert isinstance(response, HeartbeatResponse) and response.error is E.none
+    epoch = c.consumer.groups["g"].group_epoch
+    target = c.consumer.groups["g"].target_assignment["n0"]
+    back = Classic(c, "c0", static=True)  # the instance restarted with the classic protocol
+    joined = back.rejoin(100)
+    assert joined.error is E.none
+    assert "g" not in c.consumer.groups
+    group = c.state.groups["g"]
+    assert group.state is GroupState.STABLE and group.generation_id == epoch
+    assert set(group.members) == {back.member_id, clients[1].member_id, clients[2].member_id}
+    assert back.sync(100).error is E.none
+    assert back.owned == frozenset(p for ps in target.values() for p in ps)
+    assert clients[1].heartbeat(200) is E.none  # nobody else rebalances

@@ -38,8 +38,10 @@ def test_the_whole_name_must_match() -> None:
 def test_regex_member_gets_the_matching_topics_and_new_ones() -> None:
     h = Harness()
     a = h.client("a", topics=None, regex="(orders|pay.*)")
-    h.settle()
-    assert a.owned_set() == h.partitions_of("orders", "payments")
+    h.poll(a)  # the subscription bumps the epoch; Kafka resolves the regex in a later step
+    assert (a.epoch, a.owned_set()) == (2, set())
+    h.poll(a)  # the group's next heartbeat resolves it and bumps the epoch
+    assert (a.epoch, a.owned_set()) == (3, h.partitions_of("orders", "payments"))
     keys = [r.key for r in h.records if isinstance(r.key, ConsumerGroupRegularExpressionKey)]
     assert keys == [ConsumerGroupRegularExpressionKey("g", "(orders|pay.*)")]
     epoch = h.group.group_epoch
@@ -90,3 +92,28 @@ def test_an_invalid_regex_is_refused_without_records() -> None:
         r.error_message or ""
     )
     assert not h.records and "g" not in h.core.groups
+
+
+def test_a_literal_resubscribed_as_regex_plus_literal_is_assigned_in_two_steps() -> None:
+    """librdkafka's 0045 resubscribe_with_regex against Kafka: the heartbeat that adds a regex
+    keeps the literal topic's partitions (the intermediate assignment); the regex's topics come
+    with the next epoch, once it is resolved."""
+    h = Harness()
+    a = h.client("a", topics=("orders",))
+    h.settle()
+    assert a.owned_set() == h.partitions_of("orders")
+    epoch = h.group.group_epoch
+    r = h.send(member_id="a", member_epoch=a.epoch, rebalance_timeout_ms=30_000,
+               subscribed_topic_names=("orders",), subscribed_topic_regex="pay.*",
+               topic_partitions=a.owned_tps())  # fmt: skip
+    assert r.error.name == "none" and r.member_epoch == epoch + 1  # the subscription changed
+    assert r.assignment is not None
+    assert {(tp.topic_id, p) for tp in r.assignment for p in tp.partitions} == h.partitions_of(
+        "orders"
+    )
+    a.regex, a.topics = "pay.*", ("orders",)
+    r = h.send(member_id="a", member_epoch=r.member_epoch, topic_partitions=a.owned_tps())
+    assert r.member_epoch == epoch + 2
+    assert r.assignment is not None
+    got = {(tp.topic_id, p) for tp in r.assignment for p in tp.partitions}
+    assert got == h.partitions_of("orders", "payments")

@@ -229,6 +229,17 @@ def check_group(group: ConsumerGroup) -> None:
     assert inverted == targets
     statics = {m.instance_id: mid for mid, m in group.members.items() if m.instance_id is not None}
     assert statics == group.static_members
+    # `state` reads a reconciled-member count the mutations keep: it must match a recount.
+    epoch = group.assignment_epoch
+    assert group.state is (
+        ConsumerGroupState.EMPTY
+        if not group.members
+        else ConsumerGroupState.ASSIGNING
+        if group.group_epoch > epoch
+        else ConsumerGroupState.STABLE
+        if all(m.is_reconciled_to(epoch) for m in group.members.values())
+        else ConsumerGroupState.RECONCILING
+    )
 
 
 def snapshot(group: ConsumerGroup) -> tuple[Any, ...]:

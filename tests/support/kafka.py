@@ -68,6 +68,15 @@ def installed(peers: Path) -> bool:
     return any(kafka_lib(peers).glob("kafka_2.13-*.jar"))
 
 
+def run_tool(peers: Path, main_class: str, *args: str, timeout: float = 60) -> str:
+    """One of Kafka's own command-line tools (kafka-tools, e.g.
+    org.apache.kafka.tools.consumer.group.ConsumerGroupCommand), run to completion: its stdout
+    and stderr together."""
+    cmd = ["java", *JVM, "-cp", classpath(peers), main_class, *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    return done.stdout + done.stderr
+
+
 def unique(prefix: str) -> str:
     """A topic or group name no other test on the shared cluster uses."""
     return f"{prefix}-{uuid.uuid4().hex[:10]}"

@@ -110,68 +110,134 @@ class UniformAssignor:
 
 
 def _uniform_homogeneous(spec: GroupSpec) -> dict[str, PartitionMap]:
+    """Linear in members + partitions, hashing each topic id once per member holding it (a
+    UUID's hash is Python code): topics are indexed by their position in Kafka's order. A member
+    whose target is unchanged gets its very PartitionMap back, so callers compare by identity."""
     member_ids = sorted(spec.members)
     topics = sorted(spec.members[member_ids[0]].subscribed_topic_ids, key=kafka_uuid_key)
     if not topics:
         return {}
-    owned = {
-        (tid, p)
-        for m in spec.members.values()
-        for tid, ps in m.assignment.items()
-        if tid in spec.partition_counts
-        for p in ps
-    }
-    unassigned: list[tuple[uuid.UUID, int]] = []
-    total = 0
+    order = {tid: i for i, tid in enumerate(topics)}
+    counts: list[int] = []
     for tid in topics:
         count = spec.partition_counts.get(tid)
         if count is None:
             raise AssignorError(f"members subscribe to topic {tid}, which does not exist")
-        unassigned.extend((tid, p) for p in range(count) if (tid, p) not in owned)
-        total += count
+        counts.append(count)
+    owned, currents, intact = _holdings(spec, member_ids, order, counts)
+    unassigned: list[tuple[int, int]] = [
+        (t, p) for t, flags in enumerate(owned) for p in range(counts[t]) if not flags[p]
+    ]
     n = len(member_ids)
-    min_quota, extra_left = divmod(total, n)
-    topic_set = set(topics)
-    result: dict[str, dict[uuid.UUID, set[int]]] = {}
-    unfilled: list[tuple[str, int]] = []
-    for index, mid in enumerate(member_ids):
+    min_quota, extra_left = divmod(sum(counts), n)
+    kept_all: list[dict[int, list[int]] | None] = []  # None: kept its whole current target
+    unfilled: list[tuple[int, int]] = []
+    for index in range(n):
         quota = min_quota
         has_extra = extra_left > 0
         if has_extra:
             quota += 1
-        kept: dict[uuid.UUID, set[int]] = {}
-        current = spec.members[mid].assignment
-        for tid in sorted(current, key=kafka_uuid_key):
-            if tid not in topic_set:
-                continue  # not subscribed any more: the whole topic goes
-            for p in _valid(spec, tid, current[tid]):
+        kept: dict[int, list[int]] = {}
+        whole = intact[index]
+        for t, ps in currents[index]:
+            count = counts[t]
+            for p in sorted(ps) if len(ps) > 1 else ps:
+                if not 0 <= p < count:
+                    continue
                 if quota > 0:
                     quota -= 1
-                    kept.setdefault(tid, set()).add(p)
+                    kept.setdefault(t, []).append(p)
                 else:
-                    unassigned.append((tid, p))
+                    whole = False
+                    unassigned.append((t, p))
         # Give up the extra slot unless this member is one of the last members that must take
         # one for the extras to be placed at all.
         if quota > 0 and has_extra and n - index > extra_left:
             quota -= 1
             has_extra = False
         if quota > 0:
-            unfilled.append((mid, quota))
+            unfilled.append((index, quota))
         if has_extra:
             extra_left -= 1
-        result[mid] = kept
+        kept_all.append(None if whole else kept)
+    given: dict[int, list[tuple[int, int]]] = {}
     cursor = 0
-    for mid, quota in unfilled:
-        target = result[mid]
-        for _ in range(quota):
-            if cursor >= len(unassigned):
-                break
-            tid, p = unassigned[cursor]
-            cursor += 1
-            target.setdefault(tid, set()).add(p)
+    for index, quota in unfilled:
+        take = unassigned[cursor : cursor + quota]
+        cursor += len(take)
+        if take:
+            given[index] = take
     if cursor < len(unassigned):
         raise AssignorError("partitions were left unassigned")
-    return {mid: _freeze(a) for mid, a in result.items()}
+    return _homogeneous_result(spec, member_ids, topics, currents, kept_all, given)
+
+
+def _holdings(
+    spec: GroupSpec, member_ids: list[str], order: dict[uuid.UUID, int], counts: list[int]
+) -> tuple[list[bytearray], list[list[tuple[int, frozenset[int]]]], list[bool]]:
+    """Per topic index, which partitions some current target holds; per member, its current
+    target's subscribed topics (in topic order); per member, whether that target is intact (all
+    subscribed, all in range)."""
+    owned = [bytearray(count) for count in counts]
+    currents: list[list[tuple[int, frozenset[int]]]] = []
+    intact: list[bool] = []
+    members = spec.members
+    for mid in member_ids:
+        assignment = members[mid].assignment
+        if not assignment:
+            currents.append([])
+            intact.append(True)
+            continue
+        held: list[tuple[int, frozenset[int]]] = []
+        whole = True
+        for tid, ps in assignment.items():
+            t = order.get(tid)
+            if t is None:
+                whole = False  # not subscribed any more: the whole topic goes
+                continue
+            flags, count = owned[t], counts[t]
+            for p in ps:
+                if 0 <= p < count:
+                    flags[p] = 1
+                else:
+                    whole = False
+            held.append((t, ps))
+        held.sort()
+        currents.append(held)
+        intact.append(whole)
+    return owned, currents, intact
+
+
+def _homogeneous_result(
+    spec: GroupSpec,
+    member_ids: list[str],
+    topics: list[uuid.UUID],
+    currents: list[list[tuple[int, frozenset[int]]]],
+    kept_all: list[dict[int, list[int]] | None],
+    given: dict[int, list[tuple[int, int]]],
+) -> dict[str, PartitionMap]:
+    result: dict[str, PartitionMap] = {}
+    for index, mid in enumerate(member_ids):
+        kept_or_none = kept_all[index]
+        extra = given.get(index)
+        if kept_or_none is None and extra is None:
+            result[mid] = spec.members[mid].assignment
+            continue
+        if kept_or_none is None and not currents[index] and extra is not None and len(extra) == 1:
+            t, p = extra[0]  # the common case of a fresh member: one partition
+            result[mid] = MappingProxyType({topics[t]: frozenset((p,))})
+            continue
+        out: dict[uuid.UUID, set[int]] = {}
+        if kept_or_none is None:
+            for t, ps in currents[index]:
+                out[topics[t]] = set(ps)
+        else:
+            for t, kept_ps in kept_or_none.items():
+                out[topics[t]] = set(kept_ps)
+        for t, p in extra or ():
+            out.setdefault(topics[t], set()).add(p)
+        result[mid] = _freeze(out)
+    return result
 
 
 class _UniformHeterogeneous:

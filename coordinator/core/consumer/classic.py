@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from coordinator.core.consumer.coordinator import ConsumerGroupCoordinator, _Op
+from coordinator.core.consumer.coordinator import ConsumerGroupCoordinator
 from coordinator.core.consumer.messages import ConsumerEvent
 from coordinator.core.consumer.model import (
     EMPTY_PARTITIONS,
@@ -45,6 +45,7 @@ from coordinator.core.consumer.model import (
     MemberState,
     PartitionMap,
 )
+from coordinator.core.consumer.op import Op as _Op
 from coordinator.core.consumer.reconcile import reconcile
 from coordinator.core.consumer.record_helpers import current_assignment_record
 from coordinator.core.consumer.records import (
@@ -201,12 +202,10 @@ def join(coord: ConsumerGroupCoordinator, cmd: JoinGroup, now_ms: int) -> Classi
         coord._replace_static_member(op, group, replaced, member)
     added = member_id not in group.members
     bump = coord._write_subscription(op, group, member, updated, added)
-    group_epoch = group.group_epoch
     if bump or gid in coord._refresh_metadata:
         cause = "member_joined" if added else "subscription_changed" if bump else ""
-        group_epoch = coord._update_metadata(op, group, bump, cause, updated)
-    if group_epoch > group.assignment_epoch:
-        coord._update_target_assignment(op, group, group_epoch)
+        coord._update_metadata(op, group, bump, cause, updated)
+    coord._maybe_update_target(op, group)
 
     current = group.members[member_id]
     if not current.is_reconciled_to(group.assignment_epoch):

@@ -9,7 +9,8 @@ GroupMetadataManager does it, for groups of consumer-protocol members.
    (KIP-1101: the Murmur3/XXH3 topic hashes of coordinator.core.topichash) changed;
 3. recomputes the target assignment when the group epoch is ahead of the assignment epoch --
    and only then: membership, subscriptions and topic metadata all reach the assignor through a
-   group epoch bump, so an unchanged group is never reassigned;
+   group epoch bump, so an unchanged group is never reassigned. At most once per assignment
+   interval (coordinator.core.consumer.target, KIP-1263): bumps inside it wait for a timer;
 4. reconciles the member toward its target (coordinator.core.consumer.reconcile): revocation
    first, a partition is given only once its previous holder released it.
 `expire(now_ms)` fences members whose session timeout (the server's, 45 s by default) or
@@ -24,10 +25,12 @@ Invariants:
 - A heartbeat is all-or-nothing: every check that can refuse it runs before its first record.
 
 Where we differ from Kafka 4.1 on purpose:
-- Regexes are resolved in the heartbeat that needs them (a new regex, or after a topic was
-  created or deleted), not by a background task followed by another epoch bump: a regex member
-  gets its partitions one heartbeat sooner. Only a change of the resolved topics is written.
-  Topics are not filtered by DESCRIBE ACLs here (the shell may filter the catalog).
+- Regexes are resolved by the group's next heartbeat after the one that needs them (a new
+  regex, or a topic created or deleted), where Kafka resolves them in a background task and
+  bumps the epoch when it completes: the same steps (the heartbeat that subscribes is answered
+  with what is resolved so far; the regex's topics come with a later epoch). Only a change of
+  the resolved topics is written. Topics are not filtered by DESCRIBE ACLs here (the shell may
+  filter the catalog).
 - Members may rejoin with epoch 0 while the coordinator still knows them (KAFKA-19233, Kafka
   4.3), and a full group still admits its static members' rejoins (KAFKA-20601, Kafka 4.3).
 - Ties Kafka leaves to HashMap order (preferred assignor, member order in assignors) are broken
@@ -39,21 +42,24 @@ Pure: no I/O, no clock (time is an argument; wall time = now_ms + epoch_offset_m
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Callable, Iterable
 
-from coordinator.core.consumer.assignors import ASSIGNORS, GroupSpec, MemberSpec
+from coordinator.core.consumer.assignors import ASSIGNORS
+from coordinator.core.consumer.checks import (
+    Refused,
+    check_not_full,
+    member_for,
+    request_error,
+)
 from coordinator.core.consumer.describe import describe_group
-from coordinator.core.consumer.member_update import owns_subset, updated_member
+from coordinator.core.consumer.member_update import updated_member
 from coordinator.core.consumer.messages import (
-    ConsumerEvent,
     ConsumerGroupConfig,
     ConsumerGroupDescription,
     ConsumerGroupHeartbeat,
     ConsumerResult,
     HeartbeatResponse,
     MemberRemoved,
-    TargetAssignmentComputed,
 )
 from coordinator.core.consumer.model import (
     EMPTY_PARTITIONS,
@@ -65,6 +71,7 @@ from coordinator.core.consumer.model import (
     MemberState,
     to_topic_partitions,
 )
+from coordinator.core.consumer.op import Op as _Op
 from coordinator.core.consumer.rebalances import Rebalances, removal_cause
 from coordinator.core.consumer.reconcile import reconcile
 from coordinator.core.consumer.record_helpers import (
@@ -85,6 +92,7 @@ from coordinator.core.consumer.records import (
 )
 from coordinator.core.consumer.regex import InvalidRegex, compile_regex, resolve
 from coordinator.core.consumer.replay import replay
+from coordinator.core.consumer.target import AssignmentPacer, maybe_update_target
 from coordinator.core.consumer.timers import MemberTimers, TimerKind
 from coordinator.core.messages import ErrorCode
 from coordinator.core.topichash import TopicHashCache
@@ -95,34 +103,6 @@ __all__ = ["ConsumerGroupCoordinator"]
 _NO_TOPICS: frozenset[str] = frozenset()
 # The group epoch of a group before its first bump (Kafka 4.4: ModernGroup sets it to 1).
 NEW_GROUP_EPOCH = 1
-
-
-class _Refused(Exception):
-    """Kafka's ApiException: caught in `heartbeat` and turned into the response's error."""
-
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
-class _Op:
-    """The records and events of one call; each record is replayed as it is emitted."""
-
-    __slots__ = ("events", "groups", "now_ms", "records")
-
-    def __init__(self, groups: dict[str, ConsumerGroup], now_ms: int = 0) -> None:
-        self.groups = groups
-        self.now_ms = now_ms
-        self.records: list[ConsumerGroupRecord] = []
-        self.events: list[ConsumerEvent] = []
-
-    def emit(self, record: ConsumerGroupRecord) -> None:
-        self.records.append(record)
-        replay(self.groups, record)
-
-    def result(self, response: HeartbeatResponse | None) -> ConsumerResult:
-        return ConsumerResult(response, tuple(self.records), tuple(self.events))
 
 
 class ConsumerGroupCoordinator:
@@ -139,6 +119,7 @@ class ConsumerGroupCoordinator:
         "config",
         "epoch_offset_ms",
         "groups",
+        "pacer",
         "rebalances",
         "timers",
     )
@@ -166,11 +147,12 @@ class ConsumerGroupCoordinator:
         self._refresh_regexes: set[str] = set()  # re-resolve the regexes on next heartbeat
         self._topics_version = 0  # topic changes seen: the version of resolved regexes
         self.rebalances = Rebalances()  # for the events only (metrics, history)
+        self.pacer = AssignmentPacer(config.assignment_interval_ms)
 
     # -- API 68 ---------------------------------------------------------------------------------
 
     def heartbeat(self, request: ConsumerGroupHeartbeat, now_ms: int) -> ConsumerResult:
-        refused = self._request_error(request)
+        refused = request_error(request, self.config.assignors)
         if refused is not None:
             return ConsumerResult(HeartbeatResponse(refused.error, refused.message))
         op = _Op(self.groups, now_ms)
@@ -179,53 +161,11 @@ class ConsumerGroupCoordinator:
                 response = self._leave(op, request)
             else:
                 response = self._heartbeat(op, request, now_ms)
-        except _Refused as e:
+        except Refused as e:
             assert not op.records, "a refusal after a record: the checks must come first"
             return ConsumerResult(HeartbeatResponse(e.error, e.message))
         self.rebalances.settle(op, request.group_id, self.config.assignors)
         return op.result(response)
-
-    def _request_error(self, req: ConsumerGroupHeartbeat) -> _Refused | None:
-        """GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid, in order."""
-        epoch = req.member_epoch
-        if (req.api_version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and not (
-            req.member_id
-        ):
-            return _Refused(ErrorCode.invalid_request, "MemberId can't be empty.")
-        if not req.group_id:
-            return _Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
-        if req.instance_id == "":
-            return _Refused(ErrorCode.invalid_request, "InstanceId can't be empty.")
-        if req.rack_id == "":
-            return _Refused(ErrorCode.invalid_request, "RackId can't be empty.")
-        if epoch == 0:
-            if req.rebalance_timeout_ms == -1:
-                return _Refused(
-                    ErrorCode.invalid_request,
-                    "RebalanceTimeoutMs must be provided in first request.",
-                )
-            if req.topic_partitions is None or req.topic_partitions:
-                return _Refused(
-                    ErrorCode.invalid_request, "TopicPartitions must be empty when (re-)joining."
-                )
-            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
-                return _Refused(
-                    ErrorCode.invalid_request,
-                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
-                    "(re-)joining.",
-                )
-        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if req.instance_id is None:
-                return _Refused(ErrorCode.invalid_request, "InstanceId can't be null.")
-        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            return _Refused(ErrorCode.invalid_request, "MemberEpoch is invalid.")
-        if req.server_assignor is not None and req.server_assignor not in self.config.assignors:
-            return _Refused(
-                ErrorCode.unsupported_assignor,
-                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
-                f"{', '.join(self.config.assignors)}.",
-            )
-        return None
 
     # -- a regular heartbeat ----------------------------------------------------------------------
 
@@ -235,16 +175,14 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(req.group_id)
         if group is None:
             if not joining:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.group_id_not_found, f"Consumer group {req.group_id} not found."
                 )
-            # Kafka 4.4's ModernGroup starts at group epoch 1, so a new group's first member
-            # gets epoch 2 (checked against Kafka by tests/conformance); replay reads the epoch
-            # from the records.
+            # Its first member gets epoch 2, as in Kafka 4.4 (tests/conformance checks it).
             group = ConsumerGroup(req.group_id, group_epoch=NEW_GROUP_EPOCH)
-        self._check_not_full(group, req)
+        check_not_full(group, req, self.config.max_size)
         member_id = req.member_id or self._new_member_id()
-        member, replaced = self._member_for(group, req, member_id, joining)
+        member, replaced = member_for(group, req, member_id, joining)
         updated = updated_member(member, req)
         old_regex, new_regex = member.subscribed_topic_regex, updated.subscribed_topic_regex
         old_regex_members = group.regex_counts.get(old_regex, 0)
@@ -253,11 +191,11 @@ class ConsumerGroupCoordinator:
             try:
                 compile_regex(new_regex)
             except InvalidRegex as e:
-                raise _Refused(ErrorCode.invalid_regular_expression, str(e)) from None
+                raise Refused(ErrorCode.invalid_regular_expression, str(e)) from None
         if member.state is MemberState.UNKNOWN and (
             req.topic_partitions is None or req.topic_partitions
         ):
-            raise _Refused(
+            raise Refused(
                 ErrorCode.fenced_member_epoch,
                 "The consumer group member is in a unknown state. The member must abandon "
                 "all its partitions and rejoin.",
@@ -274,12 +212,10 @@ class ConsumerGroupCoordinator:
         bump |= self._update_regexes(
             op, group, old_regex, new_regex, old_regex_members, new_regex_members, now_ms
         )
-        group_epoch = group.group_epoch
         if bump or gid in self._refresh_metadata:
             cause = "member_joined" if added else "subscription_changed" if bump else ""
-            group_epoch = self._update_metadata(op, group, bump, cause, updated)
-        if group_epoch > group.assignment_epoch:
-            self._update_target_assignment(op, group, group_epoch)
+            self._update_metadata(op, group, bump, cause, updated)
+        self._maybe_update_target(op, group)
         target = group.target_assignment.get(member_id, EMPTY_PARTITIONS)
 
         current = group.members[member_id]
@@ -335,66 +271,6 @@ class ConsumerGroupCoordinator:
         op.emit(subscription_record(group.group_id, updated))
         return updated.subscribed_topic_names != member.subscribed_topic_names
 
-    def _check_not_full(self, group: ConsumerGroup, req: ConsumerGroupHeartbeat) -> None:
-        if req.instance_id is not None and req.instance_id in group.static_members:
-            return  # a static member's rejoin does not grow the group (KAFKA-20601)
-        if len(group.members) >= self.config.max_size and (
-            not req.member_id or req.member_id not in group.members
-        ):
-            raise _Refused(
-                ErrorCode.group_max_size_reached,
-                f"The consumer group has reached its maximum capacity of "
-                f"{self.config.max_size} members.",
-            )
-
-    def _member_for(
-        self, group: ConsumerGroup, req: ConsumerGroupHeartbeat, member_id: str, joining: bool
-    ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
-        """The member the heartbeat is for, and the static member it replaces (if any)."""
-        if req.instance_id is None:
-            member = group.members.get(member_id)
-            if member is None:
-                if not joining:
-                    raise _Refused(
-                        ErrorCode.unknown_member_id,
-                        f"Member {member_id} is not a member of group {group.group_id}.",
-                    )
-                return ConsumerGroupMember(member_id), None
-            _check_epoch(member, req)
-            return member, None
-        existing = group.static_member(req.instance_id)
-        if joining:
-            if existing is None:
-                return group.members.get(member_id) or ConsumerGroupMember(member_id), None
-            # A classic member's instance id is taken over at once (Kafka: the unreleased
-            # check is only between two consumer-protocol members).
-            if (
-                existing.classic is None
-                and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
-            ):
-                raise _Refused(
-                    ErrorCode.unreleased_instance_id,
-                    f"Static member {member_id} with instance id {req.instance_id} cannot join "
-                    f"the group because the instance id is owned by {existing.member_id} member.",
-                )
-            # The new member id takes the departed static member's place and assignment.
-            copy = dataclasses.replace(
-                existing, member_id=member_id, member_epoch=0, previous_member_epoch=0
-            )
-            return copy, existing
-        if existing is None:
-            raise _Refused(
-                ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown."
-            )
-        if existing.member_id != member_id:
-            raise _Refused(
-                ErrorCode.fenced_instance_id,
-                f"Static member {member_id} with instance id {req.instance_id} was fenced by "
-                f"member {existing.member_id}.",
-            )
-        _check_epoch(existing, req)
-        return existing, None
-
     def _replace_static_member(
         self, op: _Op, group: ConsumerGroup, old: ConsumerGroupMember, new: ConsumerGroupMember
     ) -> None:
@@ -422,19 +298,22 @@ class ConsumerGroupCoordinator:
         new_regex_members: int,
         now_ms: int,
     ) -> bool:
-        """Kafka's maybeUpdateRegularExpressions, resolving at once (see the module docstring).
-        The counts are the group's before this heartbeat. Returns whether to bump the epoch."""
+        """Kafka's maybeUpdateRegularExpressions. A regex new to the group is resolved in a
+        later step, as Kafka's background resolution is: this heartbeat goes on with what is
+        resolved so far, and the group's next heartbeat resolves it and bumps the epoch. The
+        counts are the group's before this heartbeat. Returns whether to bump the epoch."""
         gid = group.group_id
         bump = False
         to_resolve: set[str] = set()
+        unresolved = False
         if old_regex != new_regex:
             if old_regex and old_regex_members == 1:
                 op.emit(
                     ConsumerGroupRecord(ConsumerGroupRegularExpressionKey(gid, old_regex), None)
                 )
             if new_regex:
-                if new_regex_members == 0:
-                    to_resolve.add(new_regex)
+                if new_regex_members == 0:  # the subscription changed: Kafka bumps already
+                    unresolved = bump = True
                 else:
                     bump = new_regex in group.resolved_regexes
             elif old_regex:
@@ -442,6 +321,8 @@ class ConsumerGroupCoordinator:
         if gid in self._refresh_regexes:
             self._refresh_regexes.discard(gid)
             to_resolve |= set(group.regex_counts)
+        if unresolved:
+            self._refresh_regexes.add(gid)
         names = [t.name for t in self.catalog] if to_resolve else []
         for regex in sorted(to_resolve):
             if regex not in group.regex_counts:
@@ -486,47 +367,8 @@ class ConsumerGroupCoordinator:
         self._hashed_topics[gid] = topics
         return self._hashes.group_hash(topics)
 
-    def _update_target_assignment(self, op: _Op, group: ConsumerGroup, group_epoch: int) -> None:
-        """Kafka's TargetAssignmentBuilder: run the group's assignor over every member, write
-        the members whose target changed, then the new assignment epoch."""
-        gid = group.group_id
-        assignor_name = group.preferred_server_assignor(self.config.assignors)
-        counts: dict[uuid.UUID, int] = {}
-        specs: dict[str, MemberSpec] = {}
-        for mid in sorted(group.members):
-            m = group.members[mid]
-            ids = set()
-            for name in group.member_topics(m):
-                info = self.catalog.get(name)
-                if info is not None:  # Kafka's TopicIds: unknown names are left out
-                    ids.add(info.topic_id)
-                    counts[info.topic_id] = info.partitions
-            specs[mid] = MemberSpec(
-                mid,
-                m.instance_id,
-                m.rack_id,
-                frozenset(ids),
-                group.target_assignment.get(mid, EMPTY_PARTITIONS),
-            )
-        spec = GroupSpec(specs, group.subscription_type(), counts)
-        result = ASSIGNORS[assignor_name].assign(spec)
-        changed = 0
-        for mid in specs:
-            new = result.get(mid, EMPTY_PARTITIONS)
-            old = group.target_assignment.get(mid)
-            if old is None or new != old:
-                changed += 1
-                op.emit(target_record(gid, mid, new))
-        op.emit(
-            ConsumerGroupRecord(
-                ConsumerGroupTargetAssignmentMetadataKey(gid),
-                ConsumerGroupTargetAssignmentMetadataValue(group_epoch),
-            )
-        )
-        op.events.append(
-            TargetAssignmentComputed(gid, group_epoch, assignor_name, len(specs), changed)
-        )
-        self.rebalances.assigned(gid, op.now_ms)
+    def _maybe_update_target(self, op: _Op, group: ConsumerGroup) -> None:
+        maybe_update_target(self, op, group)
 
     # -- leaving and fencing ----------------------------------------------------------------------
 
@@ -537,14 +379,14 @@ class ConsumerGroupCoordinator:
         if group is None:
             # Kafka's words for a leave differ from a heartbeat's ("Consumer group ... not
             # found."): checked against Kafka 4.4 by tests/conformance.
-            raise _Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
+            raise Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         left = HeartbeatResponse(
             ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch
         )
         if req.instance_id is None:
             member = group.members.get(req.member_id)
             if member is None:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.unknown_member_id,
                     f"Member {req.member_id} is not a member of group {group.group_id}.",
                 )
@@ -552,11 +394,9 @@ class ConsumerGroupCoordinator:
             return left
         member = group.static_member(req.instance_id)
         if member is None:
-            raise _Refused(
-                ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown."
-            )
+            raise Refused(ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
         if member.member_id != req.member_id:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.fenced_instance_id,
                 f"Static member {req.member_id} with instance id {req.instance_id} was fenced "
                 f"by member {member.member_id}.",
@@ -628,6 +468,9 @@ class ConsumerGroupCoordinator:
         for due in self.timers.pop_due(now_ms):
             group = self.groups.get(due.group_id)
             member = None if group is None else group.members.get(due.member_id)
+            if group is not None and due.kind is TimerKind.ASSIGNMENT:
+                self._maybe_update_target(op, group)
+                continue
             if group is None or member is None:
                 continue
             if due.kind is TimerKind.SESSION:
@@ -676,6 +519,8 @@ class ConsumerGroupCoordinator:
         self._refresh_metadata.discard(group_id)
         self._refresh_regexes.discard(group_id)
         self.rebalances.forget(group_id)
+        self.pacer.forget(group_id)
+        self.timers.cancel(TimerKind.ASSIGNMENT, group_id, "")
 
     def finish_loading(self, now_ms: int, group_ids: Iterable[str] | None = None) -> None:
         """After replay: every member gets a fresh session timeout, members with partitions to
@@ -706,6 +551,7 @@ class ConsumerGroupCoordinator:
             self._refresh_metadata.add(gid)
             if group.regex_counts:
                 self._refresh_regexes.add(gid)
+            self.rebalances.resumed(now_ms, group)
 
     # -- admin ----------------------------------------------------------------------------------
 
@@ -728,6 +574,8 @@ class ConsumerGroupCoordinator:
         self._hashes.subscribe(group_id, self._hashed_topics.pop(group_id, _NO_TOPICS), _NO_TOPICS)
         self._refresh_metadata.discard(group_id)
         self._refresh_regexes.discard(group_id)
+        self.pacer.forget(group_id)
+        self.timers.cancel(TimerKind.ASSIGNMENT, group_id, "")
         return ErrorCode.none, tuple(op.records)
 
     def state_of(self, group_id: str) -> ConsumerGroupState:
@@ -745,28 +593,6 @@ class ConsumerGroupCoordinator:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-
-
-def _check_epoch(member: ConsumerGroupMember, req: ConsumerGroupHeartbeat) -> None:
-    """Kafka's throwIfConsumerGroupMemberEpochIsInvalid. Epoch 0 always passes (a rejoin,
-    KAFKA-19233); the previous epoch passes when the member owns a subset of its assignment
-    (the response that bumped its epoch was lost)."""
-    received = req.member_epoch
-    if received == 0:
-        return
-    if received > member.member_epoch or (
-        received < member.member_epoch
-        and (
-            received != member.previous_member_epoch
-            or not owns_subset(req.topic_partitions, member.assigned_partitions)
-        )
-    ):
-        raise _Refused(
-            ErrorCode.fenced_member_epoch,
-            f"The consumer group member has a {'greater' if received > member.member_epoch else 'smaller'} "  # noqa: E501
-            f"member epoch ({received}) than the one known by the group coordinator "
-            f"({member.member_epoch}). The member must abandon all its partitions and rejoin.",
-        )
 
 
 def iter_records(results: Iterable[ConsumerResult]) -> list[ConsumerGroupRecord]:

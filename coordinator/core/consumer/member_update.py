@@ -22,6 +22,18 @@ def owns_subset(owned: tuple[TopicPartitions, ...] | None, assigned: PartitionMa
 
 def updated_member(member: ConsumerGroupMember, req: ConsumerGroupHeartbeat) -> ConsumerGroupMember:
     """The request's non-null fields over the member (Kafka's maybeUpdate* builders)."""
+    if (
+        req.instance_id is None
+        and req.rack_id is None
+        and req.rebalance_timeout_ms == -1
+        and req.server_assignor is None
+        and req.subscribed_topic_names is None
+        and req.subscribed_topic_regex is None
+        and req.client_id == member.client_id
+        and req.client_host == member.client_host
+        and member.classic is None
+    ):
+        return member  # a steady heartbeat changes nothing (and replace() is slow)
     return dataclasses.replace(
         member,
         instance_id=req.instance_id if req.instance_id is not None else member.instance_id,

@@ -50,6 +50,9 @@ class ConsumerGroupConfig:
     max_size: int = 2**31 - 1  # group.consumer.max.size
     assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors; first = default
     topic_hash: str = "murmur3"  # KIP-1101 hash function (coordinator.core.topichash)
+    # group.consumer.assignment.interval.ms (Kafka 4.3, KIP-1263): the target assignment is
+    # computed at most once per interval; 0 computes it on every group epoch bump (Kafka 4.1).
+    assignment_interval_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)

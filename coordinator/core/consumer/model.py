@@ -183,6 +183,10 @@ class ConsumerGroup:
     regex_counts: dict[str, int] = field(default_factory=dict)
     server_assignor_counts: dict[str, int] = field(default_factory=dict)
     has_subscription_metadata_record: bool = False
+    # Derived, kept up to date by the mutations: how many members are reconciled to
+    # `_reconciled_epoch` (None: to be counted again), so `state` is O(1) per heartbeat.
+    _reconciled: int = field(default=0, init=False, repr=False)
+    _reconciled_epoch: int | None = field(default=None, init=False, repr=False)
 
     # -- derived ----------------------------------------------------------------------------
 
@@ -193,9 +197,17 @@ class ConsumerGroup:
         if self.group_epoch > self.assignment_epoch:
             return ConsumerGroupState.ASSIGNING
         epoch = self.assignment_epoch
-        if all(m.is_reconciled_to(epoch) for m in self.members.values()):
+        if self._reconciled_epoch != epoch:
+            self._reconciled = sum(m.is_reconciled_to(epoch) for m in self.members.values())
+            self._reconciled_epoch = epoch
+        if self._reconciled == len(self.members):
             return ConsumerGroupState.STABLE
         return ConsumerGroupState.RECONCILING
+
+    def _count_reconciled(self, member: ConsumerGroupMember, delta: int) -> None:
+        epoch = self._reconciled_epoch
+        if epoch is not None and member.is_reconciled_to(epoch):
+            self._reconciled += delta
 
     def static_member(self, instance_id: str | None) -> ConsumerGroupMember | None:
         if instance_id is None:
@@ -260,8 +272,10 @@ class ConsumerGroup:
         self.members[new.member_id] = new
         if old is not None:
             self._count(old, -1)
+            self._count_reconciled(old, -1)
             self._remove_partition_epochs(old)
         self._count(new, +1)
+        self._count_reconciled(new, +1)
         self._add_partition_epochs(new.assigned_partitions, new.member_epoch)
         self._add_partition_epochs(new.partitions_pending_revocation, new.member_epoch)
         if new.instance_id is not None:
@@ -272,6 +286,7 @@ class ConsumerGroup:
         if old is None:
             return
         self._count(old, -1)
+        self._count_reconciled(old, -1)
         self._remove_partition_epochs(old)
         if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
             del self.static_members[old.instance_id]

@@ -9,8 +9,11 @@ before it completed. `Rebalances` keeps, per group, when the rebalance under way
 last bump (its cause and trigger), and emits MemberAdded, GroupEpochBumped, MemberReconciled and
 RebalanceSettled into the caller's event list.
 
-Soft state: never written, never read back. A restart forgets the rebalances under way: they
-settle without a RebalanceSettled. Pure: no I/O, no clock.
+Soft state: never written, never read back. A restart rebuilds it from the loaded groups: a
+group caught mid-rebalance (neither Stable nor Empty) is tracked again from the load, so its end
+is still one RebalanceSettled; what started it is not in the log, so that rebalance reads as
+started at the load by a metadata change of its topics (the records carry no bump time or
+cause: they are Kafka's, byte for byte). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -112,6 +115,18 @@ class Rebalances:
             self._under_way[gid] = _Rebalance(now_ms, event)
         else:
             rebalance.bump = event
+
+    def resumed(self, now_ms: int, group: ConsumerGroup) -> None:
+        """After loading: track again a rebalance the restart interrupted (module docstring)."""
+        gid = group.group_id
+        if gid in self._under_way or group.state in (
+            ConsumerGroupState.STABLE,
+            ConsumerGroupState.EMPTY,
+        ):
+            return
+        topics = tuple(sorted(group.subscribed_topic_names()))
+        bump = GroupEpochBumped(gid, group.group_epoch, group.metadata_hash, topics=topics)
+        self._under_way[gid] = _Rebalance(now_ms, bump)
 
     def assigned(self, group_id: str, now_ms: int) -> None:
         rebalance = self._under_way.get(group_id)

@@ -27,6 +27,8 @@ class TimerKind(enum.Enum):
     # only by rejoining, so the epoch check is Kafka's unconditional fencing).
     JOIN = "join"
     SYNC = "sync"
+    # The group's deferred target assignment (coordinator.core.consumer.target), member id "".
+    ASSIGNMENT = "assignment"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from coordinator.core.consumer import classic
 from coordinator.core.effects import Effects
+from coordinator.core.handlers import migration
 from coordinator.core.handlers.consumer import _TRANSLATED, _event
 from coordinator.core.messages import (
     Heartbeat,
@@ -32,7 +33,13 @@ def _apply(result: classic.ClassicResult, reply_to: int, now_ms: int, fx: Effect
 
 
 def join(state: CoreState, reply_to: int, cmd: JoinGroup, now_ms: int, fx: Effects) -> None:
+    group = state.consumer.groups[cmd.group_id]
+    existing = group.static_member(cmd.group_instance_id)
+    # A consumer-protocol static member this join may replace (the rolling downgrade).
+    replacing = existing.member_id if existing is not None and existing.classic is None else None
     _apply(classic.join(state.consumer, cmd, now_ms), reply_to, now_ms, fx)
+    if replacing is not None and replacing not in group.members:
+        migration.maybe_downgrade(state, cmd.group_id, now_ms, fx, replaced=True)
 
 
 def sync(state: CoreState, reply_to: int, cmd: SyncGroup, now_ms: int, fx: Effects) -> None:

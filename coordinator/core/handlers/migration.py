@@ -28,8 +28,8 @@ Where we differ from Kafka on purpose:
   Kafka's. The state after replay is the same. We downgrade whenever a fence leaves only
   classic members (Kafka: only when the fenced member was the last consumer-protocol one); the
   two differ only for a group whose earlier downgrade the policy or the size refused. A static
-  member replaced by a classic one does not downgrade (Kafka's
-  validateOnlineDowngradeWithReplacedMemberId); the group does so when it next fences a member.
+  member replaced by a classic one whose JoinGroup leaves only classic members downgrades at
+  once, as Kafka's validateOnlineDowngradeWithReplacedMemberId does, without a rebalance.
 - Empty assignment bytes (a member that joined but was never synced) are an empty assignment,
   not a malformed one; assignments that overlap refuse the upgrade (Kafka would replay them into
   a broken group).
@@ -203,9 +203,15 @@ def finish_upgrade(
 # -- downgrade -----------------------------------------------------------------------------------
 
 
-def maybe_downgrade(state: CoreState, group_id: str, now_ms: int, fx: Effects) -> None:
+def maybe_downgrade(
+    state: CoreState, group_id: str, now_ms: int, fx: Effects, *, replaced: bool = False
+) -> None:
     """After a fence: a consumer group left with classic members only becomes a classic group
-    (validateOnlineDowngradeWithFencedMember's other rules: the policy, group.max.size)."""
+    (validateOnlineDowngradeWithFencedMember's other rules: the policy, group.max.size).
+    `replaced`: after a classic JoinGroup took the place of the last consumer-protocol (static)
+    member instead (validateOnlineDowngradeWithReplacedMemberId): no epoch was bumped, so the
+    generation is the group epoch, and no rebalance follows (Kafka's convertToClassicGroup with
+    a joining member)."""
     group = state.consumer.groups.get(group_id)
     if group is None or not group.members:
         return
@@ -218,7 +224,7 @@ def maybe_downgrade(state: CoreState, group_id: str, now_ms: int, fx: Effects) -
     # The epoch before the fence's bump: Kafka's generation (it converts instead of fencing), so
     # a reconciled classic member's generation is the group's and its heartbeat says "rejoin"
     # (REBALANCE_IN_PROGRESS) rather than ILLEGAL_GENERATION.
-    classic.generation_id = group.group_epoch - 1
+    classic.generation_id = group.group_epoch if replaced else group.group_epoch - 1
     for m in group.members.values():
         assert m.classic is not None
         classic.add(
@@ -274,4 +280,5 @@ def maybe_downgrade(state: CoreState, group_id: str, now_ms: int, fx: Effects) -
             )
         )
         state.timers.schedule_session(classic, member, member.session_timeout_ms, now_ms)
-    prepare_rebalance(state, classic, RebalanceCause.MEMBER_LEFT, None, now_ms, fx)
+    if not replaced:
+        prepare_rebalance(state, classic, RebalanceCause.MEMBER_LEFT, None, now_ms, fx)
