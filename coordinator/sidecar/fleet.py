@@ -225,7 +225,14 @@ class Fleet:
             return LOADING
         if status == "remote" and part.owner:
             return Where(Placement.REMOTE, parse_host_port(part.owner))
-        return UNKNOWN
+        if status == "unassigned":
+            # The fleet is forming (a member that just started, or one still joining) or the
+            # partition is between owners: what a Kafka broker answers while it loads its
+            # coordinator partitions, which every client retries in place. NOT_COORDINATOR
+            # would be wrong here (the client's coordinator is this sidecar and stays it) and
+            # librdkafka fails a synchronous commit on it instead of retrying.
+            return LOADING
+        return UNKNOWN  # fenced: until the fleet group's next assignment
 
     def peers(self) -> list[tuple[str, int]]:
         addresses = {addr for _, addr in self.owner_map.owners.values() if addr != self.address}
@@ -235,7 +242,7 @@ class Fleet:
 
     async def start(self) -> None:
         """Listen for peers, then join in the background: the upstream may not be up yet, and
-        the sidecar keeps answering (group APIs with NOT_COORDINATOR) until it is."""
+        the sidecar keeps answering (group APIs with COORDINATOR_LOAD_IN_PROGRESS) until it is."""
         from coordinator.sidecar.proxy import SidecarConnection
 
         host, port = self.options.listen
