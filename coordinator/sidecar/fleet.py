@@ -62,6 +62,7 @@ from coordinator.sidecar.fleet_journal import SECURITY, FleetJournal, PartitionW
 from coordinator.sidecar.fleet_security import SecurityTopic
 from coordinator.sidecar.fleet_security import topic_name as security_topic_name
 from coordinator.sidecar.fleet_tls import FleetTls, PeerAdmission
+from coordinator.sidecar.fleet_watch import PeerWatch, evict
 from coordinator.sidecar.placement import LOADING, LOCAL, UNKNOWN, Placement, Where
 from coordinator.sidecar.state_topic import (
     Claim,
@@ -203,6 +204,10 @@ class Fleet:
         self._assigning: asyncio.Task[None] | None = None
         self._stopping = False
         self._pending_owners: dict[int, tuple[str, str]] = {}  # the assignor's last owner map
+        self._pending_members: dict[str, str] = {}  # fleet address -> upstream member id
+        self.members: dict[str, str] = {}  # the same, as of the current assignment
+        # A dead member leaves the fleet group at once (coordinator.sidecar.fleet_watch).
+        self.watch = PeerWatch(self._member_died, lambda: sidecar.peer_links.security)
         sidecar.locator = self
         server.ready_check = self.readiness
         server.fleet_status = self.status
@@ -269,8 +274,10 @@ class Fleet:
                 adv_host = socket.gethostbyname(socket.gethostname())
         self.address = f"{adv_host}:{adv_port or bound[1]}"
         log.info(
-            "fleet member %s listening for peers on %s:%d (%s)",
+            "fleet member %s (fleet group %s, state topic %s) listening for peers on %s:%d (%s)",
             self.address,
+            self.options.group,
+            self.options.state_topic,
             host,
             bound[1],
             "plaintext" if tls is None else f"mutual TLS, as {tls.principal}",
@@ -313,7 +320,9 @@ class Fleet:
             group_id=self.options.group,
             enable_auto_commit=False,
             session_timeout_ms=self.options.session_timeout_ms,
-            heartbeat_interval_ms=max(100, self.options.session_timeout_ms // 4),
+            # Capped: a member that learns of a rebalance at its next heartbeat (one that did
+            # not see a dead member itself) must not wait a quarter of a long session for it.
+            heartbeat_interval_ms=max(100, min(1_000, self.options.session_timeout_ms // 4)),
             max_poll_interval_ms=2**31 - 1,  # we never poll records: membership only
             rebalance_timeout_ms=self.options.session_timeout_ms * 2,
             partition_assignment_strategy=(_assignor(self),),
@@ -325,6 +334,7 @@ class Fleet:
     async def stop(self) -> None:
         """Leave the fleet group first (the others take our partitions at once), then stop."""
         self._stopping = True
+        self.watch.close()
         for task in list(self._tasks):
             task.cancel()
         if self._consumer is not None:
@@ -360,6 +370,18 @@ class Fleet:
             return False, "fleet: joining and loading state partitions"
         return True, "ready"
 
+    # -- a dead member (coordinator.sidecar.fleet_watch) ----------------------------------------
+
+    def _member_died(self, address: str) -> None:
+        # Its groups are between owners now: LOAD_IN_PROGRESS (retried in place) rather than a
+        # forward that fails with NOT_COORDINATOR, until the next assignment places them.
+        for part in self.parts:
+            if part.status == "remote" and part.owner == address:
+                part.status, part.owner = "unassigned", None
+        member_id = self.members.get(address)
+        if member_id:
+            self._spawn(evict(self._consumer, self.options.group, address, member_id))
+
     # -- assignment ------------------------------------------------------------------------------
 
     def assigned(self, partitions: set[int], owner_map: OwnerMap) -> None:
@@ -367,6 +389,8 @@ class Fleet:
         self.rebalances += 1
         self.owner_map = owner_map
         self.generation = owner_map.generation
+        self.members = dict(self._pending_members)
+        self.watch.update({a for a in self.members if a and a != self.address})
         if self._assigning is not None:
             self._assigning.cancel()
         self._assigning = self._spawn(self._take(partitions, owner_map))
@@ -680,7 +704,13 @@ def _assignor(fleet: Fleet) -> type[AbstractPartitionAssignor]:
             previous = {p: mid for p, (mid, _) in fleet.owner_map.owners.items()}
             plan = assign_partitions(partitions, {m: i[0] for m, i in info.items()}, previous)
             owners = {p: info[m] for m, ps in plan.items() for p in ps}
-            user_data = json.dumps({"owners": {str(p): list(o) for p, o in owners.items()}})
+            user_data = json.dumps(
+                {
+                    "owners": {str(p): list(o) for p, o in owners.items()},
+                    # Who is who upstream: a survivor removes a dead member by its member id.
+                    "members": {address: m for m, (_, address) in info.items()},
+                }
+            )
             return {
                 m: ConsumerProtocolMemberAssignment(
                     cls.version, [(topic, sorted(ps))], user_data.encode()
@@ -691,11 +721,14 @@ def _assignor(fleet: Fleet) -> type[AbstractPartitionAssignor]:
         @classmethod
         def on_assignment(cls, assignment: ConsumerProtocolMemberAssignment) -> None:
             try:
-                owners = json.loads(assignment.user_data or b"{}").get("owners", {})
+                data = json.loads(assignment.user_data or b"{}")
+                owners = data.get("owners", {})
                 fleet._pending_owners = {int(p): (o[0], o[1]) for p, o in owners.items()}
-            except (ValueError, TypeError, IndexError):
+                members = data.get("members", {})
+                fleet._pending_members = {str(a): str(m) for a, m in members.items()}
+            except (ValueError, TypeError, IndexError, AttributeError):
                 log.warning("undecodable fleet assignment user data")
-                fleet._pending_owners = {}
+                fleet._pending_owners, fleet._pending_members = {}, {}
 
     return FleetAssignor
 
