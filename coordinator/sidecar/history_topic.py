@@ -53,7 +53,7 @@ from aiokafka.partitioner import murmur2
 
 from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve.history import HistoryRecorder, HistorySettings, Row
-from coordinator.sidecar.state_topic import durability
+from coordinator.sidecar.state_topic import durability, log_topic
 from coordinator.sidecar.upstream_clients import client_options
 from storage.history import HISTORY_TOPIC, WRITER_HEADER, encode_fields
 
@@ -300,10 +300,13 @@ class TopicHistoryRecorder(HistoryRecorder):
             try:
                 response = await admin.create_topics([topic])
             except TopicAlreadyExistsError:
+                log_topic("history", options.topic, None)
                 return
-            for entry in getattr(response, "topic_errors", ()):
-                if entry[1] not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
-                    raise RuntimeError(f"cannot create {options.topic}: error {entry[1]}")
+            codes = [entry[1] for entry in getattr(response, "topic_errors", ())]
+            for code in codes:
+                if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
+                    raise RuntimeError(f"cannot create {options.topic}: error {code}")
+            log_topic("history", options.topic, None if 36 in codes else topic)
         finally:
             await admin.close()
 

@@ -54,3 +54,21 @@ async def test_clients_started_with_their_sidecar_see_no_error(
     errors = [(m.name, e) for m in members for e in m.events
               if e["event"] in ("commit_failed", "error")]
     assert not errors, f"{errors}\n{stack.explain()}"
+
+
+async def test_the_start_up_log_says_what_the_member_is_and_what_it_created(
+    stack: Stack,
+) -> None:
+    tansu = stack.tansu()
+    first = stack.sidecar(tansu.bootstrap, fleet=True)
+    await rc.wait_until(lambda: "serving state partitions" in first.log(), 60,
+                        "the first member to serve", explain=stack.explain)
+    second = stack.sidecar(tansu.bootstrap, fleet=True)
+    await rc.wait_until(lambda: "serving state partitions" in second.log(), 60,
+                        "the second member to serve", explain=stack.explain)
+    for s in (first, second):
+        assert "(fleet group groupcoord-fleet, state topic __groupcoord_state)" in s.log()
+    assert ("state topic __groupcoord_state: created with 50 partitions, replication factor 1"
+            in first.log()), first.log()
+    assert "state topic __groupcoord_state: found" in second.log(), second.log()
+    # (The history topic is looked at on the first history write, and logged the same way then.)
