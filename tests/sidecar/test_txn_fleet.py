@@ -120,10 +120,14 @@ async def test_transactions_through_a_member_that_does_not_own_the_group(stack: 
     out = await asyncio.to_thread(read_committed, tansu.bootstrap, "tout", 2, 10)
     assert {"committed", "across failover"} <= set(out), out
     survivors = [s for s in sidecars if s is not owner]
-    notices = sum(
+    # Settled by the application's notice, or by the new owner's witness: the fleet fails over
+    # in well under a second, so the new owner may load the pending offsets and witness the
+    # committed transaction before the notice reaches it; either way as the transaction ended.
+    settled_after = sum(
         float(line.split()[-1]) for s in survivors for line in s.metrics().splitlines()
-        if line.startswith("groupcoord_txn_resolved_offsets_total") and 'source="notice"' in line
+        if line.startswith("groupcoord_txn_resolved_offsets_total")
+        and ('source="notice"' in line or 'source="witness"' in line)
     )  # fmt: skip
     new_owner = owner_of(stack, group, survivors)
-    assert notices >= (2 if new_owner is not app else 0), stack.explain()
+    assert settled_after >= (2 if new_owner is not app else 0), stack.explain()
     assert took < 60, took
