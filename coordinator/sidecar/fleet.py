@@ -17,9 +17,11 @@ Design (docs/sidecar.md, "Sidecar fleet"; issue 21):
   owner's next write finds the newer claim and fails (state_topic's docstring).
 - Lease: a member answers for a partition only while its writer proved ownership within
   `lease_ms` (an acknowledged write, or a `verify` every `verify_interval_ms` finding the end
-  where it expected it). A member paused past its session (SIGSTOP, a long GC) wakes with its
-  lease expired and answers NOT_COORDINATOR until a verify either renews it or finds the claim
-  that fenced it: it never answers from state another member has taken over.
+  where it expected it, while requests come and for IDLE_VERIFY_S after: an idle member asks
+  nothing, and its first request after that may answer COORDINATOR_LOAD_IN_PROGRESS once).
+  A member paused past its session (SIGSTOP, a long GC) wakes with its lease expired and
+  answers COORDINATOR_LOAD_IN_PROGRESS until a verify either renews it or finds the claim that
+  fenced it (then NOT_COORDINATOR): it never answers from state another member has taken over.
 - Routing: clients only ever talk to their own sidecar; requests for a group owned elsewhere are
   forwarded over internal connections to the owner's fleet listener (coordinator.sidecar.forward)
   by `locate` (coordinator.sidecar.placement).
@@ -82,6 +84,7 @@ log = logging.getLogger("groupcoord.fleet")
 
 RETRY_MIN_S = 0.5
 RETRY_MAX_S = 5.0
+IDLE_VERIFY_S = 30.0  # leases are kept proven this long after the last request
 
 
 @dataclass(slots=True)
@@ -204,6 +207,8 @@ class Fleet:
         self._assigning: asyncio.Task[None] | None = None
         self._stopping = False
         self._pending_owners: dict[int, tuple[str, str]] = {}  # the assignor's last owner map
+        self._verify_wanted = asyncio.Event()
+        self._asked_at = 0.0  # when a request last found a partition we serve
         self._pending_members: dict[str, str] = {}  # fleet address -> upstream member id
         self.members: dict[str, str] = {}  # the same, as of the current assignment
         # A dead member leaves the fleet group at once (coordinator.sidecar.fleet_watch).
@@ -219,13 +224,17 @@ class Fleet:
         status = part.status
         if status == "serving":
             writer = part.writer
-            if (
-                writer is not None
-                and writer.failed is None
-                and time.monotonic() - writer.proven_at < self.options.lease_ms / 1000
-            ):
+            if writer is None or writer.failed is not None:
+                return UNKNOWN
+            now = time.monotonic()
+            self._asked_at = now
+            if not self._verify_wanted.is_set():
+                self._verify_wanted.set()  # keep the leases proven (`_verify_loop`)
+            if now - writer.proven_at < self.options.lease_ms / 1000:
                 return LOCAL
-            return UNKNOWN  # the lease ran out: a verify renews it or finds us fenced
+            # The lease ran out (idle, or paused): never answered from, until the verify just
+            # asked for renews it or finds us fenced. Retried in place meanwhile.
+            return LOADING
         if status == "loading":
             return LOADING
         if status == "remote" and part.owner:
@@ -531,6 +540,8 @@ class Fleet:
         part.writer = writer
         part.epoch = epoch
         part.status = "serving"
+        self._asked_at = time.monotonic()  # proven for IDLE_VERIFY_S: its clients are coming
+        self._verify_wanted.set()
         part.load_seconds = time.monotonic() - started
         part.loaded_at = time.time()
         log.debug(
@@ -583,7 +594,14 @@ class Fleet:
     async def _verify_loop(self) -> None:
         interval = self.options.verify_interval_ms / 1000
         while not self._stopping:
-            await asyncio.sleep(interval)
+            # Every interval while requests come (and for IDLE_VERIFY_S after the last), then
+            # nothing until one comes: an idle member asks the upstream nothing. The first
+            # request after that answers LOAD_IN_PROGRESS once if the lease ran out meanwhile.
+            if time.monotonic() - self._asked_at > IDLE_VERIFY_S:
+                self._verify_wanted.clear()
+                await self._verify_wanted.wait()
+            else:
+                await asyncio.sleep(interval)
             writers = [p.writer for p in self.parts if p.status == "serving" and p.writer]
             if not writers:
                 continue
