@@ -17,9 +17,11 @@ Design (docs/sidecar.md, "Sidecar fleet"; issue 21):
   owner's next write finds the newer claim and fails (state_topic's docstring).
 - Lease: a member answers for a partition only while its writer proved ownership within
   `lease_ms` (an acknowledged write, or a `verify` every `verify_interval_ms` finding the end
-  where it expected it). A member paused past its session (SIGSTOP, a long GC) wakes with its
-  lease expired and answers NOT_COORDINATOR until a verify either renews it or finds the claim
-  that fenced it: it never answers from state another member has taken over.
+  where it expected it, while requests come and for IDLE_VERIFY_S after: an idle member asks
+  nothing, and its first request after that may answer COORDINATOR_LOAD_IN_PROGRESS once).
+  A member paused past its session (SIGSTOP, a long GC) wakes with its lease expired and
+  answers COORDINATOR_LOAD_IN_PROGRESS until a verify either renews it or finds the claim that
+  fenced it (then NOT_COORDINATOR): it never answers from state another member has taken over.
 - Routing: clients only ever talk to their own sidecar; requests for a group owned elsewhere are
   forwarded over internal connections to the owner's fleet listener (coordinator.sidecar.forward)
   by `locate` (coordinator.sidecar.placement).
@@ -63,6 +65,7 @@ from coordinator.sidecar.fleet_journal import SECURITY, FleetJournal, PartitionW
 from coordinator.sidecar.fleet_security import SecurityTopic
 from coordinator.sidecar.fleet_security import topic_name as security_topic_name
 from coordinator.sidecar.fleet_tls import FleetTls, PeerAdmission
+from coordinator.sidecar.fleet_watch import PeerWatch, evict
 from coordinator.sidecar.placement import LOADING, LOCAL, UNKNOWN, Placement, Where
 from coordinator.sidecar.state_topic import (
     Claim,
@@ -82,6 +85,7 @@ log = logging.getLogger("groupcoord.fleet")
 
 RETRY_MIN_S = 0.5
 RETRY_MAX_S = 5.0
+IDLE_VERIFY_S = 30.0  # leases are kept proven this long after the last request
 
 
 @dataclass(slots=True)
@@ -205,6 +209,12 @@ class Fleet:
         self._assigning: asyncio.Task[None] | None = None
         self._stopping = False
         self._pending_owners: dict[int, tuple[str, str]] = {}  # the assignor's last owner map
+        self._verify_wanted = asyncio.Event()
+        self._asked_at = 0.0  # when a request last found a partition we serve
+        self._pending_members: dict[str, str] = {}  # fleet address -> upstream member id
+        self.members: dict[str, str] = {}  # the same, as of the current assignment
+        # A dead member leaves the fleet group at once (coordinator.sidecar.fleet_watch).
+        self.watch = PeerWatch(self._member_died, lambda: sidecar.peer_links.security)
         sidecar.locator = self
         server.ready_check = self.readiness
         server.fleet_status = self.status
@@ -216,18 +226,29 @@ class Fleet:
         status = part.status
         if status == "serving":
             writer = part.writer
-            if (
-                writer is not None
-                and writer.failed is None
-                and time.monotonic() - writer.proven_at < self.options.lease_ms / 1000
-            ):
+            if writer is None or writer.failed is not None:
+                return UNKNOWN
+            now = time.monotonic()
+            self._asked_at = now
+            if not self._verify_wanted.is_set():
+                self._verify_wanted.set()  # keep the leases proven (`_verify_loop`)
+            if now - writer.proven_at < self.options.lease_ms / 1000:
                 return LOCAL
-            return UNKNOWN  # the lease ran out: a verify renews it or finds us fenced
+            # The lease ran out (idle, or paused): never answered from, until the verify just
+            # asked for renews it or finds us fenced. Retried in place meanwhile.
+            return LOADING
         if status == "loading":
             return LOADING
         if status == "remote" and part.owner:
             return Where(Placement.REMOTE, parse_host_port(part.owner))
-        return UNKNOWN
+        if status == "unassigned":
+            # The fleet is forming (a member that just started, or one still joining) or the
+            # partition is between owners: what a Kafka broker answers while it loads its
+            # coordinator partitions, which every client retries in place. NOT_COORDINATOR
+            # would be wrong here (the client's coordinator is this sidecar and stays it) and
+            # librdkafka fails a synchronous commit on it instead of retrying.
+            return LOADING
+        return UNKNOWN  # fenced: until the fleet group's next assignment
 
     def peers(self) -> list[tuple[str, int]]:
         addresses = {addr for _, addr in self.owner_map.owners.values() if addr != self.address}
@@ -237,7 +258,7 @@ class Fleet:
 
     async def start(self) -> None:
         """Listen for peers, then join in the background: the upstream may not be up yet, and
-        the sidecar keeps answering (group APIs with NOT_COORDINATOR) until it is."""
+        the sidecar keeps answering (group APIs with COORDINATOR_LOAD_IN_PROGRESS) until it is."""
         from coordinator.sidecar.proxy import SidecarConnection
 
         host, port = self.options.listen
@@ -264,8 +285,10 @@ class Fleet:
                 adv_host = socket.gethostbyname(socket.gethostname())
         self.address = f"{adv_host}:{adv_port or bound[1]}"
         log.info(
-            "fleet member %s listening for peers on %s:%d (%s)",
+            "fleet member %s (fleet group %s, state topic %s) listening for peers on %s:%d (%s)",
             self.address,
+            self.options.group,
+            self.options.state_topic,
             host,
             bound[1],
             "plaintext" if tls is None else f"mutual TLS, as {tls.principal}",
@@ -309,7 +332,9 @@ class Fleet:
             group_id=self.options.group,
             enable_auto_commit=False,
             session_timeout_ms=self.options.session_timeout_ms,
-            heartbeat_interval_ms=max(100, self.options.session_timeout_ms // 4),
+            # Capped: a member that learns of a rebalance at its next heartbeat (one that did
+            # not see a dead member itself) must not wait a quarter of a long session for it.
+            heartbeat_interval_ms=max(100, min(1_000, self.options.session_timeout_ms // 4)),
             max_poll_interval_ms=2**31 - 1,  # we never poll records: membership only
             rebalance_timeout_ms=self.options.session_timeout_ms * 2,
             partition_assignment_strategy=(_assignor(self),),
@@ -321,6 +346,7 @@ class Fleet:
     async def stop(self) -> None:
         """Leave the fleet group first (the others take our partitions at once), then stop."""
         self._stopping = True
+        self.watch.close()
         for task in list(self._tasks):
             task.cancel()
         if self._consumer is not None:
@@ -358,6 +384,18 @@ class Fleet:
             return False, "fleet: joining and loading state partitions"
         return True, "ready"
 
+    # -- a dead member (coordinator.sidecar.fleet_watch) ----------------------------------------
+
+    def _member_died(self, address: str) -> None:
+        # Its groups are between owners now: LOAD_IN_PROGRESS (retried in place) rather than a
+        # forward that fails with NOT_COORDINATOR, until the next assignment places them.
+        for part in self.parts:
+            if part.status == "remote" and part.owner == address:
+                part.status, part.owner = "unassigned", None
+        member_id = self.members.get(address)
+        if member_id:
+            self._spawn(evict(self._consumer, self.options.group, address, member_id))
+
     # -- assignment ------------------------------------------------------------------------------
 
     def assigned(self, partitions: set[int], owner_map: OwnerMap) -> None:
@@ -365,6 +403,8 @@ class Fleet:
         self.rebalances += 1
         self.owner_map = owner_map
         self.generation = owner_map.generation
+        self.members = dict(self._pending_members)
+        self.watch.update({a for a in self.members if a and a != self.address})
         if self._assigning is not None:
             self._assigning.cancel()
         self._assigning = self._spawn(self._take(partitions, owner_map))
@@ -505,6 +545,8 @@ class Fleet:
         part.writer = writer
         part.epoch = epoch
         part.status = "serving"
+        self._asked_at = time.monotonic()  # proven for IDLE_VERIFY_S: its clients are coming
+        self._verify_wanted.set()
         part.load_seconds = time.monotonic() - started
         part.loaded_at = time.time()
         log.debug(
@@ -579,7 +621,14 @@ class Fleet:
     async def _verify_loop(self) -> None:
         interval = self.options.verify_interval_ms / 1000
         while not self._stopping:
-            await asyncio.sleep(interval)
+            # Every interval while requests come (and for IDLE_VERIFY_S after the last), then
+            # nothing until one comes: an idle member asks the upstream nothing. The first
+            # request after that answers LOAD_IN_PROGRESS once if the lease ran out meanwhile.
+            if time.monotonic() - self._asked_at > IDLE_VERIFY_S:
+                self._verify_wanted.clear()
+                await self._verify_wanted.wait()
+            else:
+                await asyncio.sleep(interval)
             writers = [p.writer for p in self.parts if p.status == "serving" and p.writer]
             if not writers:
                 continue
@@ -700,7 +749,13 @@ def _assignor(fleet: Fleet) -> type[AbstractPartitionAssignor]:
             previous = {p: mid for p, (mid, _) in fleet.owner_map.owners.items()}
             plan = assign_partitions(partitions, {m: i[0] for m, i in info.items()}, previous)
             owners = {p: info[m] for m, ps in plan.items() for p in ps}
-            user_data = json.dumps({"owners": {str(p): list(o) for p, o in owners.items()}})
+            user_data = json.dumps(
+                {
+                    "owners": {str(p): list(o) for p, o in owners.items()},
+                    # Who is who upstream: a survivor removes a dead member by its member id.
+                    "members": {address: m for m, (_, address) in info.items()},
+                }
+            )
             return {
                 m: ConsumerProtocolMemberAssignment(
                     cls.version, [(topic, sorted(ps))], user_data.encode()
@@ -711,11 +766,14 @@ def _assignor(fleet: Fleet) -> type[AbstractPartitionAssignor]:
         @classmethod
         def on_assignment(cls, assignment: ConsumerProtocolMemberAssignment) -> None:
             try:
-                owners = json.loads(assignment.user_data or b"{}").get("owners", {})
+                data = json.loads(assignment.user_data or b"{}")
+                owners = data.get("owners", {})
                 fleet._pending_owners = {int(p): (o[0], o[1]) for p, o in owners.items()}
-            except (ValueError, TypeError, IndexError):
+                members = data.get("members", {})
+                fleet._pending_members = {str(a): str(m) for a, m in members.items()}
+            except (ValueError, TypeError, IndexError, AttributeError):
                 log.warning("undecodable fleet assignment user data")
-                fleet._pending_owners = {}
+                fleet._pending_owners, fleet._pending_members = {}, {}
 
     return FleetAssignor
 

@@ -131,7 +131,12 @@ class SecurityTopic:
         """Create the topic if missing, read it to its end into the core, then keep tailing it.
         Raises StateUnavailable (or aiokafka's errors) when the upstream cannot serve it."""
         await ensure_topic(
-            self._options(), self.name, 1, self.replication_factor, self.min_insync_replicas
+            self._options(),
+            self.name,
+            1,
+            self.replication_factor,
+            self.min_insync_replicas,
+            role="security",
         )
         self._producer = producer
         consumer = AIOKafkaConsumer(

@@ -126,6 +126,15 @@ def split(header: RequestHeader, request: Any, where: Callable[[str], Where]) ->
     ]
 
 
+def _loading(header: RequestHeader) -> ErrorCode:
+    """What a group that is loading answers. A classic Heartbeat gets NONE, as Kafka's
+    GroupCoordinatorService.heartbeat answers it ("the group is still loading, so blindly
+    respond"): aiokafka and
+    kafka-python treat COORDINATOR_LOAD_IN_PROGRESS on a Heartbeat as fatal, and the member's
+    session is safe while its group is loaded again."""
+    return ErrorCode.none if header.api_key == apis.HEARTBEAT else _LOADING
+
+
 def _throttle(responses: Sequence[Any], base: Any) -> dict[str, Any]:
     if not hasattr(base, "throttle_time"):
         return {}
@@ -325,7 +334,7 @@ class Router:
             case Placement.LOCAL:
                 self._local(header, request, t0, answer)
             case Placement.LOADING:
-                answer(self._error(header, request, _LOADING, t0))
+                answer(self._error(header, request, _loading(header), t0))
             case Placement.UNKNOWN:
                 answer(self._error(header, request, _NOT_COORDINATOR, t0))
             case Placement.REMOTE:

@@ -56,7 +56,7 @@ from aiokafka.partitioner import murmur2
 
 from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve.history import HistoryRecorder, HistorySettings, Row
-from coordinator.sidecar.state_topic import durability
+from coordinator.sidecar.state_topic import durability, log_topic
 from coordinator.sidecar.upstream_clients import client_options
 from storage.history import HISTORY_TOPIC, WRITER_HEADER, encode_fields
 
@@ -70,6 +70,7 @@ MIN_SEGMENT_BYTES = 1 << 20  # Kafka's lower bound for segment.bytes
 RETRY_MIN_S = 1.0
 RETRY_MAX_S = 30.0
 POLL_S = 0.05  # how often the writer's loop looks at the queue between flushes
+IDLE_POLL_S = 0.5  # the same while nothing is queued
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,10 +191,13 @@ class TopicHistoryRecorder(HistoryRecorder):
             while True:
                 # Polled, not signalled: `record` (on the server's loop) stays a deque append,
                 # and `close` or a burst (the base class sets `_wake`) is seen within POLL_S.
+                # With nothing queued it looks twice a second, not twenty times: an idle member
+                # costs next to nothing (windows close, and `close` is seen, within IDLE_POLL_S).
                 waited = 0.0
-                while not self._wake.is_set() and waited < interval:
-                    await asyncio.sleep(POLL_S)
-                    waited += POLL_S
+                while not self._wake.is_set() and waited < (interval if self._queue else 1.0):
+                    step = POLL_S if self._queue else IDLE_POLL_S
+                    await asyncio.sleep(step)
+                    waited += step
                 self._wake.clear()
                 stopping = self._stopping
                 try:
@@ -330,10 +334,13 @@ class TopicHistoryRecorder(HistoryRecorder):
             try:
                 response = await admin.create_topics([topic])
             except TopicAlreadyExistsError:
+                log_topic("history", options.topic, None)
                 return
-            for entry in getattr(response, "topic_errors", ()):
-                if entry[1] not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
-                    raise RuntimeError(f"cannot create {options.topic}: error {entry[1]}")
+            codes = [entry[1] for entry in getattr(response, "topic_errors", ())]
+            for code in codes:
+                if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
+                    raise RuntimeError(f"cannot create {options.topic}: error {code}")
+            log_topic("history", options.topic, None if 36 in codes else topic)
         finally:
             await admin.close()
 

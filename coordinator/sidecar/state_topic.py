@@ -351,10 +351,12 @@ async def ensure_topic(
     partitions: int,
     replication_factor: int,
     min_insync_replicas: int,
+    role: str = "state",
 ) -> None:
     """Create the compacted topic `name` unless it exists (the state topic; the fleet's security
-    topic, coordinator.sidecar.fleet_security). Raises StateUnavailable, or aiokafka's errors
-    when the upstream cannot be reached."""
+    topic, coordinator.sidecar.fleet_security), and say which in the log (`role`: what the topic
+    is for). Raises StateUnavailable, or aiokafka's errors when the upstream cannot be
+    reached."""
     admin = AIOKafkaAdminClient(**options)
     await admin.start()
     try:
@@ -378,13 +380,31 @@ async def ensure_topic(
         try:
             response = await admin.create_topics([topic])
         except TopicAlreadyExistsError:
+            log_topic(role, name, None)
             return
-        for entry in getattr(response, "topic_errors", ()):
-            code = entry[1]
+        codes = [entry[1] for entry in getattr(response, "topic_errors", ())]
+        for code in codes:
             if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
                 raise StateUnavailable(f"cannot create {name}: error {code}")
+        log_topic(role, name, None if 36 in codes else topic)
     finally:
         await admin.close()
+
+
+def log_topic(role: str, name: str, created: NewTopic | None) -> None:
+    """The start-up log's line for a fleet topic: created (with what) or found."""
+    if created is None:
+        log.info("%s topic %s: found (created before)", role, name)
+        return
+    configs = ", ".join(f"{k}={v}" for k, v in sorted(created.topic_configs.items()))
+    log.info(
+        "%s topic %s: created with %d partitions, replication factor %d (%s)",
+        role,
+        name,
+        created.num_partitions,
+        created.replication_factor,
+        configs,
+    )
 
 
 async def append(

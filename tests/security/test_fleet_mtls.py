@@ -5,8 +5,9 @@ Pure: `admits_fleet_member`, Kafka's inter-broker rule. Sockets: an in-process m
 with a SASL_SSL gate and ACLs, Sidecar, Fleet) whose fleet listener is probed by its own peer
 links, a plaintext client, and a client with another certificate of the same CA. No upstream is
 started: the fleet keeps retrying it in the background, and with no state partition loaded every
-group request a member forwards is answered NOT_COORDINATOR, which is all an answer needs to be
-here. The end-to-end fleet over tansu is tests/security/test_sidecar_security.py.
+group is loading: a Heartbeat is answered NONE (Kafka answers a loading coordinator's
+Heartbeats so), which is all an answer needs to be here. The end-to-end fleet over tansu is
+tests/security/test_sidecar_security.py.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from tests.support.tls import Certs
 
 OWN = "User:CN=localhost"  # the test server certificate's subject: every member's here
 MALLORY = "User:CN=mallory,O=groupcoord"
-NOT_COORDINATOR = ErrorCode.not_coordinator
+LOADING_HEARTBEAT = ErrorCode.none  # a Heartbeat to a loading group (coordinator.sidecar.forward)
 
 
 def heartbeat(group: str = "g") -> Any:
@@ -151,12 +152,12 @@ async def closed_without_answer(client: RawClient) -> bool:
 
 async def test_a_member_reaches_another_over_mutual_tls(member: Member) -> None:
     # The member's own peer links (what forwarding, ListGroups and notices use) present its
-    # certificate: its listener serves them; a group it does not own is NOT_COORDINATOR.
+    # certificate: its listener serves them; a group still loading answers a Heartbeat NONE.
     assert member.sidecar.peer_links.security.tls
     link = member.sidecar.peer_links.member((HOST, member.port))
     request = heartbeat()
     answer = decode(12, 4, await link.request(request))
-    assert answer.error_code == NOT_COORDINATOR
+    assert answer.error_code == LOADING_HEARTBEAT
     assert member.fleet.admission is not None and member.fleet.admission.refused == 0
 
 
@@ -165,7 +166,7 @@ async def test_a_plaintext_client_on_the_fleet_listener_gets_no_answer(member: M
     assert await closed_without_answer(client)
     # and the listener serves members on
     link = member.sidecar.peer_links.member((HOST, member.port))
-    assert decode(12, 4, await link.request(heartbeat())).error_code == NOT_COORDINATOR
+    assert decode(12, 4, await link.request(heartbeat())).error_code == LOADING_HEARTBEAT
 
 
 async def test_a_client_certificate_without_cluster_action_is_closed(
@@ -189,7 +190,7 @@ async def test_cluster_action_on_the_cluster_admits_another_principal(
     member.server.core.state.security.authorizer.add(cluster_action(MALLORY))
     client = await tls_client(member.port, certs, certs.client("mallory"))
     try:
-        assert (await client.call(heartbeat())).error_code == NOT_COORDINATOR
+        assert (await client.call(heartbeat())).error_code == LOADING_HEARTBEAT
     finally:
         client.close()
 

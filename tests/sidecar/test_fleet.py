@@ -302,7 +302,7 @@ async def test_a_member_started_before_its_upstream_waits_for_it(stack: Stack) -
     status, text = readyz(member)
     assert status == 503 and text.startswith("upstream unreachable: "), (status, text)
     group_answer = await fetch(member.port, "early", "t", 1)
-    assert group_answer == NOT_COORDINATOR  # clients retry until the fleet is up
+    assert group_answer == LOAD_IN_PROGRESS  # clients retry in place until the fleet is up
 
     await relay.start()
     await settled(stack, [member], timeout=30)
