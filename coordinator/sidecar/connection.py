@@ -118,6 +118,10 @@ class Sidecar(Protocol):
 
     def metadata_answer(self, version: int, frame: bytes) -> bytes: ...
 
+    def dark_ranges(self) -> Ranges: ...
+
+    def dark_answer(self, frame: bytes) -> bytes | None: ...
+
 
 class SidecarConnection(asyncio.Protocol):
     """A client connection on a sidecar listener; `node_id` None is the bootstrap listener.
@@ -421,9 +425,9 @@ class SidecarConnection(asyncio.Protocol):
         async def later() -> None:
             try:
                 ranges = await self._sidecar.api_ranges(self._node_id)
-            except UpstreamUnavailable as exc:
-                self.drop(f"upstream unavailable: {exc}")
-                return
+            except UpstreamUnavailable:
+                # Answered all the same (coordinator.sidecar.dark), so the client proceeds.
+                ranges = self._sidecar.dark_ranges()
             data = rewrite.api_versions_frame(correlation_id, version, request, ranges)
             self._answered_here(slot, data, API_VERSIONS, t0)
 
@@ -479,8 +483,7 @@ class SidecarConnection(asyncio.Protocol):
                     raise UpstreamUnavailable(f"upstream broker {self._node_id} is not known")
                 link = await broker.connect()
         except UpstreamUnavailable as exc:
-            self._queued = None
-            self.drop(f"upstream unavailable: {exc}")
+            self._answer_dark(str(exc))
             return
         queued, self._queued = self._queued or [], None
         if self._closed:
@@ -492,6 +495,20 @@ class SidecarConnection(asyncio.Protocol):
             link.send(frame, correlation_id, slot)
         if link.paused:
             self.upstream_writable(False)
+
+    def _answer_dark(self, reason: str) -> None:
+        """The upstream cannot be reached: answer what waited for it as a broker that lost its
+        cluster does (coordinator.sidecar.dark), the connection kept open; the next forwarded
+        request tries the upstream again. A request with no such answer closes it, as before."""
+        queued, self._queued = self._queued or [], None
+        for frame, _, slot in queued:
+            if slot is None:
+                continue  # an acks=0 Produce: never answered
+            data = self._sidecar.dark_answer(frame)
+            if data is None:
+                self.drop(f"upstream unavailable: {reason}")
+                return
+            self.complete(slot, data)
 
     # -- LinkOwner -------------------------------------------------------------------------------
 

@@ -19,8 +19,11 @@ Invariants:
   stay in flight.
 - Only request headers are parsed, plus Produce's acks (acks=0 has no response); only the responses
   that carry broker addresses are decoded and re-encoded.
-- An upstream failure closes the client connections that had requests on it (a broker failure, as a
-  client sees one) and nothing else: group APIs keep being answered.
+- An upstream link failing under forwarded requests closes the client connections that had
+  requests on it (a broker failure, as a client sees one) and nothing else: group APIs keep being
+  answered. An upstream that cannot be reached at all is answered here instead, in Kafka's
+  retriable terms on an open connection (coordinator.sidecar.dark: ApiVersions, Metadata,
+  Produce, Fetch, ListOffsets).
 - In a fleet (`Sidecar.locator` set), group requests go through coordinator.sidecar.forward:
   answered here, forwarded to the member that owns the group, or refused with a retriable error.
   Without a locator they are answered here, by the same path as before fleets existed.
@@ -55,7 +58,7 @@ from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve.addresses import parse_upstream
 from coordinator.serve.listener import Listening, start_listener
 from coordinator.serve.server import CLOSE_TIMEOUT_S, Server
-from coordinator.sidecar import rewrite
+from coordinator.sidecar import dark, rewrite
 from coordinator.sidecar.cluster_view import ClusterView
 from coordinator.sidecar.connection import SidecarConnection
 from coordinator.sidecar.forward import PeerLinks
@@ -368,6 +371,30 @@ class Sidecar:
             self._ranges[id(candidate)] = ranges
             return ranges
         raise UpstreamUnavailable("; ".join(errors) or f"no upstream broker {node_id}")
+
+    # -- the upstream down (coordinator.sidecar.dark) --------------------------------------------
+
+    def dark_ranges(self) -> Ranges:
+        """ApiVersions' ranges while no upstream broker answers."""
+        return dark.api_ranges(self._ranges.values(), self.answered_here)
+
+    def dark_answer(self, frame: bytes) -> bytes | None:
+        """A forwarded request's answer while its upstream broker cannot be reached, from the last
+        known view: the brokers last seen on their sidecar ports, else the sidecar itself."""
+        brokers = []
+        for node_id, broker in sorted(self.upstreams.brokers.items()):
+            address = self.local_address(node_id)
+            if address is not None:
+                brokers.append(BrokerAddress(node_id, address[0], address[1], broker.rack))
+        if not brokers:
+            own = self.server.advertised
+            brokers.append(BrokerAddress(own.node_id, own.host, own.port))
+
+        def reachable(node_id: int) -> bool:
+            broker = self.upstreams.brokers.get(node_id)
+            return broker is not None and broker.reachable and not broker.in_backoff()
+
+        return dark.answer(frame, self.view.topics, self.view.leaders, brokers, reachable)
 
     # -- rewriting -------------------------------------------------------------------------------
 
