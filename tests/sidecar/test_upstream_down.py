@@ -52,29 +52,32 @@ def connections(s: Sidecar) -> int:
     return int(float(found.group(1)))
 
 
-async def dark_upstream(stack: Stack, topic: str, *, reached: bool) -> tuple[Relay, Sidecar]:
+async def dark_upstream(stack: Stack, topic: str, *, reached: bool,
+                        fleet: bool = False) -> tuple[Relay, Sidecar]:
     """tansu with `topic`, behind a relay that is then stopped, and a sidecar in front of the
-    relay: one that knew the upstream and the topic before it went dark (`reached`), or one
-    started after, that never reached it."""
+    relay (`fleet`: the default, a fleet member; else --state local): one that knew the upstream
+    and the topic before it went dark (`reached`), or one started after, that never reached it."""
     port = rc.free_port()
     tansu = stack.tansu(advertised=port)
     relay = await stack.relay(tansu.port, port)
-    sidecar = stack.sidecar(f"{HOST}:{port}", "--state", "local") if reached else None
+    sidecar = stack.sidecar(f"{HOST}:{port}", fleet=fleet) if reached else None
     await create_topic(f"{HOST}:{port}", topic, 2)
     if sidecar is not None:
         await rc.wait_until(lambda: sidecar.upstream()["topics"] >= 1, 30, "the sidecar to "
                             "learn the topic")
     await relay.stop()
     if sidecar is None:
-        sidecar = stack.sidecar(f"{HOST}:{port}", "--state", "local")
+        sidecar = stack.sidecar(f"{HOST}:{port}", fleet=fleet)
     else:
         await rc.wait_until(lambda: readyz(sidecar)[0] == 503, 30, "the sidecar to see it")
     return relay, sidecar
 
 
-async def test_clients_of_a_sidecar_whose_upstream_is_down_wait_quietly_then_flow(stack: Stack):
+@pytest.mark.parametrize("fleet", [False, True], ids=["state-local", "fleet"])
+async def test_clients_of_a_sidecar_whose_upstream_is_down_wait_quietly_then_flow(
+        stack: Stack, fleet: bool):
     topic = "dark-topic"
-    relay, sidecar = await dark_upstream(stack, topic, reached=True)
+    relay, sidecar = await dark_upstream(stack, topic, reached=True, fleet=fleet)
     errors = _Errors()
     aiokafka_log = logging.getLogger("aiokafka")
     aiokafka_log.addHandler(errors)
@@ -102,9 +105,11 @@ async def test_clients_of_a_sidecar_whose_upstream_is_down_wait_quietly_then_flo
             c.close()
 
     confluent = asyncio.get_running_loop().run_in_executor(None, confluent_consume)
+    # --state local forms the group while the upstream is dark; a fleet member cannot (its
+    # state is upstream) and answers its retriable errors until it is back.
+    starting = asyncio.ensure_future(consumer.start())
     try:
-        await asyncio.wait_for(consumer.start(), 30)  # ApiVersions, Metadata answered
-        await asyncio.wait_for(producer.start(), 30)
+        await asyncio.wait_for(producer.start(), 30)  # ApiVersions, Metadata answered
         loop = asyncio.get_running_loop()
         deadline = loop.time() + QUIET_S
         while loop.time() < deadline:
@@ -112,11 +117,13 @@ async def test_clients_of_a_sidecar_whose_upstream_is_down_wait_quietly_then_flo
             await asyncio.sleep(0.5)  # watching for QUIET_S: nothing must happen meanwhile
         assert not errors.lines, errors.lines
         assert not confluent_errors, confluent_errors
+        assert starting.done() != fleet, starting
         assert connections(sidecar) >= 3  # aiokafka's two and librdkafka's, kept open
         status, why = readyz(sidecar)
         assert status == 503 and "unreachable" in why, (status, why)
 
         await relay.start()  # the upstream comes up: no client is restarted
+        await asyncio.wait_for(starting, 60)
         await asyncio.wait_for(producer.send_and_wait(topic, b"after", partition=0), 60)
         record = await asyncio.wait_for(consumer.getone(), 60)
         assert record.value == b"after"
@@ -125,6 +132,7 @@ async def test_clients_of_a_sidecar_whose_upstream_is_down_wait_quietly_then_flo
         assert not errors.lines, errors.lines
     finally:
         stop.set()
+        starting.cancel()
         aiokafka_log.removeHandler(errors)
         await consumer.stop()
         await producer.stop()
