@@ -12,14 +12,21 @@ on every retry (aiokafka: an ERROR line every 5 s).
 What is answered, from what the sidecar last knew (coordinator.sidecar.cluster_view):
 - ApiVersions: the last ranges learnt from any upstream broker, or before any was ever reached
   `FALLBACK_UPSTREAM_RANGES`, intersected with groupcoord's as usual (rewrite.api_version_ranges).
-- Metadata: the last known topics; the brokers last seen, on their sidecar ports (or the sidecar
-  itself when it never saw one); a partition whose last leader cannot be reached has
-  LEADER_NOT_AVAILABLE and leader -1, as in Kafka's MetadataCache (getPartitionMetadata /
-  KRaftMetadataCache: leader not alive -> LEADER_NOT_AVAILABLE, NO_LEADER_ID), its topic
-  error NONE. A requested topic the sidecar does not know gets LEADER_NOT_AVAILABLE at topic
-  level with no partitions (what Kafka answers while it auto-creates one). We differ on purpose:
-  Kafka would know whether the topic exists; the sidecar cannot tell while the upstream is down,
-  and UNKNOWN_TOPIC_OR_PARTITION would tell a producer the topic is not there.
+- Metadata: the last known topics; the brokers last seen, on their sidecar ports; a partition
+  whose last leader cannot be reached has LEADER_NOT_AVAILABLE and leader -1, as in Kafka's
+  metadata cache (KRaftMetadataCache: leader not alive -> LEADER_NOT_AVAILABLE, NO_LEADER_ID;
+  from Kafka's source, not compared on a live broker), its topic error NONE. A requested topic
+  the sidecar does not know gets LEADER_NOT_AVAILABLE at topic level with no partitions (what
+  Kafka answers while it auto-creates one). We differ on purpose: Kafka would know whether the
+  topic exists; the sidecar cannot tell while the upstream is down, and
+  UNKNOWN_TOPIC_OR_PARTITION would tell a producer the topic is not there.
+  Before the sidecar ever reached its upstream it knows no broker and lists none, where a Kafka
+  broker always lists itself: also on purpose. Listed under a made-up node id, the sidecar is a
+  broker the clients drop when the upstream's real ones appear, and librdkafka lost the
+  Metadata request its consumer was joining with on it (the group then waits for the periodic
+  refresh, minutes). Listing none, clients keep their bootstrap connection (aiokafka warns
+  that no broker is named); librdkafka can still lose that request when it retires its
+  bootstrap broker, less often.
 - Produce (acks != 0), Fetch, ListOffsets: NOT_LEADER_OR_FOLLOWER for every partition (Kafka's
   ReplicaManager answers it on a broker that does not lead the partition; clients re-read
   metadata on it). An incremental Fetch (KIP-227: it may name no partition) gets

@@ -380,15 +380,13 @@ class Sidecar:
 
     def dark_answer(self, frame: bytes) -> bytes | None:
         """A forwarded request's answer while its upstream broker cannot be reached, from the last
-        known view: the brokers last seen on their sidecar ports, else the sidecar itself."""
+        known view: the brokers last seen on their sidecar ports (none before any was seen:
+        coordinator.sidecar.dark says why)."""
         brokers = []
         for node_id, broker in sorted(self.upstreams.brokers.items()):
             address = self.local_address(node_id)
             if address is not None:
                 brokers.append(BrokerAddress(node_id, address[0], address[1], broker.rack))
-        if not brokers:
-            own = self.server.advertised
-            brokers.append(BrokerAddress(own.node_id, own.host, own.port))
 
         def reachable(node_id: int) -> bool:
             broker = self.upstreams.brokers.get(node_id)

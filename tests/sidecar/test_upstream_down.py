@@ -46,8 +46,8 @@ class _Errors(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def connections(s: Sidecar) -> int:
-    found = re.search(r"^groupcoord_connections (\d+)", s.metrics(), re.M)
+def connections(s: Sidecar, metric: str = "groupcoord_connections") -> int:
+    found = re.search(rf"^{metric} (\S+)", s.metrics(), re.M)
     assert found is not None
     return int(float(found.group(1)))
 
@@ -73,17 +73,17 @@ async def dark_upstream(stack: Stack, topic: str, *, reached: bool,
     return relay, sidecar
 
 
-@pytest.mark.parametrize("fleet", [False, True], ids=["state-local", "fleet"])
+@pytest.mark.parametrize(("fleet", "reached"), [(False, True), (True, True), (False, False)],
+                         ids=["state-local", "fleet", "never-reached"])
 async def test_clients_of_a_sidecar_whose_upstream_is_down_wait_quietly_then_flow(
-        stack: Stack, fleet: bool):
+        stack: Stack, fleet: bool, reached: bool):
     topic = "dark-topic"
-    relay, sidecar = await dark_upstream(stack, topic, reached=True, fleet=fleet)
+    relay, sidecar = await dark_upstream(stack, topic, reached=reached, fleet=fleet)
     errors = _Errors()
     aiokafka_log = logging.getLogger("aiokafka")
     aiokafka_log.addHandler(errors)
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=sidecar.bootstrap, group_id="dark-g",
-                                auto_offset_reset="earliest", request_timeout_ms=5000,
-                                metadata_max_age_ms=1000)
+                                auto_offset_reset="earliest", metadata_max_age_ms=1000)
     producer = AIOKafkaProducer(bootstrap_servers=sidecar.bootstrap, request_timeout_ms=5000)
     confluent_errors: list[str] = []
     got_confluent: list[bytes] = []
@@ -106,19 +106,26 @@ async def test_clients_of_a_sidecar_whose_upstream_is_down_wait_quietly_then_flo
 
     confluent = asyncio.get_running_loop().run_in_executor(None, confluent_consume)
     # --state local forms the group while the upstream is dark; a fleet member cannot (its
-    # state is upstream) and answers its retriable errors until it is back.
+    # state is upstream) and answers its retriable errors until it is back. Never reached, the
+    # topic's partitions are unknown: aiokafka waits for them (up to its request_timeout_ms).
     starting = asyncio.ensure_future(consumer.start())
     try:
         await asyncio.wait_for(producer.start(), 30)  # ApiVersions, Metadata answered
         loop = asyncio.get_running_loop()
         deadline = loop.time() + QUIET_S
+        accepted = None  # at half time, once the clients opened what they open
         while loop.time() < deadline:
             assert not errors.lines, errors.lines
             await asyncio.sleep(0.5)  # watching for QUIET_S: nothing must happen meanwhile
+            if accepted is None and loop.time() > deadline - QUIET_S / 2:
+                accepted = connections(sidecar, "groupcoord_connections_accepted_total")
         assert not errors.lines, errors.lines
         assert not confluent_errors, confluent_errors
-        assert starting.done() != fleet, starting
-        assert connections(sidecar) >= 3  # aiokafka's two and librdkafka's, kept open
+        assert starting.done() == (reached and not fleet), starting
+        # Kept open: the clients' connections stay, no new ones replace them (a closed one
+        # would be reconnected within the half window: aiokafka retries every retry_backoff).
+        assert connections(sidecar) >= 2
+        assert connections(sidecar, "groupcoord_connections_accepted_total") == accepted
         status, why = readyz(sidecar)
         assert status == 503 and "unreachable" in why, (status, why)
 
@@ -127,8 +134,12 @@ async def test_clients_of_a_sidecar_whose_upstream_is_down_wait_quietly_then_flo
         await asyncio.wait_for(producer.send_and_wait(topic, b"after", partition=0), 60)
         record = await asyncio.wait_for(consumer.getone(), 60)
         assert record.value == b"after"
-        await rc.wait_until(lambda: bool(got_confluent), 60, "the confluent consumer's record")
-        assert got_confluent == [b"after"]
+        if reached:  # (never reached: librdkafka may lose its join's Metadata request when it
+            # swaps its bootstrap broker for the real ones, and then waits for its periodic
+            # refresh, minutes; see the report of this change)
+            await rc.wait_until(lambda: bool(got_confluent), 60, "the confluent consumer's "
+                                "record")
+            assert got_confluent == [b"after"]
         assert not errors.lines, errors.lines
     finally:
         stop.set()
@@ -147,7 +158,7 @@ async def test_a_never_reached_upstream_answers_retriable_errors_on_an_open_conn
     client = await RawClient.connect(sidecar.port)
     try:
         answer: Any = await client.call(metadata([topic, "never-seen"]))
-        assert [b.port for b in answer.brokers] == [sidecar.port]  # never reached: itself
+        assert answer.brokers == ()  # never reached: none known (sidecar.dark says why)
         # Never reached: no topic known; LEADER_NOT_AVAILABLE, as for a topic being created.
         assert [(t.name, t.error_code, t.partitions) for t in answer.topics] == [
             (topic, ErrorCode.leader_not_available, ()),
