@@ -15,7 +15,9 @@ What is answered, from what the sidecar last knew (coordinator.sidecar.cluster_v
 - Metadata: the last known topics; the brokers last seen, on their sidecar ports; a partition
   whose last leader cannot be reached has LEADER_NOT_AVAILABLE and leader -1, as in Kafka's
   metadata cache (KRaftMetadataCache: leader not alive -> LEADER_NOT_AVAILABLE, NO_LEADER_ID;
-  from Kafka's source, not compared on a live broker), its topic error NONE. A requested topic
+  from Kafka's source, not compared on a live broker), its topic error NONE. Kafka still lists
+  the replicas, the ISR and the leader epoch there; the view keeps none of them, so they are
+  empty and -1 (clients read only the leader of a leaderless partition). A requested topic
   the sidecar does not know gets LEADER_NOT_AVAILABLE at topic level with no partitions (what
   Kafka answers while it auto-creates one). We differ on purpose: Kafka would know whether the
   topic exists; the sidecar cannot tell while the upstream is down, and
