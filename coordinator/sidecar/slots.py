@@ -21,7 +21,7 @@ STREAMING: Final = b"(streaming)"  # a Slot's data while its response streams th
 
 
 class SlotOwner(Protocol):
-    """What a slot needs of its client connection (coordinator.sidecar.proxy.SidecarConnection)."""
+    """What a slot needs of its client connection (sidecar.connection.SidecarConnection)."""
 
     client_host: str
     peer: str

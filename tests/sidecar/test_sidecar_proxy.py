@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -21,6 +22,7 @@ from tests.support.sidecar_util import (
     decode,
     delete_topic,
     kio,
+    metadata,
     produce_request,
     stack,
     upstream,
@@ -31,13 +33,6 @@ __all__ = ["stack", "upstream"]
 
 MS = datetime.timedelta(milliseconds=1)
 TOPIC = "pipe"
-
-
-def metadata(topics: list[str] | None = None) -> object:
-    wanted = None if topics is None else tuple(
-        kio(3, 12, "MetadataRequestTopic", topic_id=None, name=t) for t in topics)
-    return kio(3, 12, "MetadataRequest", topics=wanted, allow_auto_topic_creation=False,
-               include_topic_authorized_operations=False)
 
 
 def heartbeat(group: str, generation: int, member: str) -> object:
@@ -232,12 +227,19 @@ async def test_upstream_killed_looks_like_a_broker_failure_and_groups_keep_worki
     tansu.kill()  # ...until the broker dies: the client's connection is closed, not left hanging
     await closed_by_the_sidecar(waiting, None, "a Fetch parked upstream when the broker died")
 
-    for port, request in ((broker_port, produce_request(TOPIC, 0, ["lost"])),
-                          (bootstrap, metadata([TOPIC]))):
-        client = await RawClient.connect(port)
-        # refused upstream: closed, not hung
-        await closed_by_the_sidecar(client, request, f"{type(request).__name__} to port {port}")
-        client.close()
+    # Refused upstream: answered as a broker whose partition lost its leader (sidecar.dark),
+    # retriable, the connection kept open; neither closed nor hung.
+    client = await RawClient.connect(broker_port)
+    produced: Any = await client.call(produce_request(TOPIC, 0, ["lost"]), timeout=15)
+    assert produced.responses[0].partition_responses[0].error_code == (
+        ErrorCode.not_leader_or_follower)
+    client.close()
+    client = await RawClient.connect(bootstrap)
+    described: Any = await client.call(metadata([TOPIC]), timeout=15)
+    assert [b.port for b in described.brokers] == [broker_port]  # the broker last seen
+    assert {(p.error_code, p.leader_id) for p in described.topics[0].partitions} == {
+        (ErrorCode.leader_not_available, -1)}
+    client.close()
 
     # Group operations never needed the upstream.
     beat = await coordinator.call(heartbeat(group, generation, member))

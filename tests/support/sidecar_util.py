@@ -560,6 +560,14 @@ def kio(api_key: int, version: int, cls_name: str, /, **fields: Any) -> Any:
     return getattr(_kio_module(api_key, version, "request"), cls_name)(**fields)
 
 
+def metadata(topics: list[str] | None = None) -> object:
+    """A Metadata v12 request: `topics` by name, or None for every topic."""
+    wanted = None if topics is None else tuple(
+        kio(3, 12, "MetadataRequestTopic", topic_id=None, name=t) for t in topics)
+    return kio(3, 12, "MetadataRequest", topics=wanted, allow_auto_topic_creation=False,
+               include_topic_authorized_operations=False)
+
+
 def decode(api_key: int, version: int, frame: bytes) -> Any:
     """A framed response -> its kio response entity."""
     module = _kio_module(api_key, version, "response")
