@@ -72,7 +72,12 @@ async def leaders(bootstrap: str, topic: str) -> dict[int, int]:
 
 async def topic_shape(bootstrap: str, topic: str) -> tuple[set[int], str] | None:
     """(the replica counts of the topic's partitions, its min.insync.replicas), straight from
-    Kafka: Metadata and DescribeConfigs; None while the topic does not exist."""
+    Kafka: Metadata and DescribeConfigs; None while the topic does not exist. Listed first:
+    aiokafka's describe_topics asks with auto-creation allowed, which would create the topic
+    with the broker's defaults before the sidecar does (the history topic is made on its first
+    write)."""
+    if topic not in await admin_call(bootstrap, lambda a: a.list_topics()):
+        return None
     described = await admin_call(bootstrap, lambda a: a.describe_topics([topic]))
     if described[0]["error_code"] != 0:
         return None
