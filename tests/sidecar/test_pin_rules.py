@@ -24,6 +24,7 @@ from coordinator.core.records import (
 )
 from coordinator.core.topics import TopicInfo
 from coordinator.sidecar.cluster_view import _new_id, _no_id, complete_refresh, offsets_deletable
+from coordinator.sidecar.placement import assign_partitions
 from coordinator.sidecar.state_topic import (
     CLAIM_PREFIX,
     EPOCH_HEADER,
@@ -218,3 +219,48 @@ def test_a_new_topic_id_means_a_new_topic_only_when_both_ids_are_known() -> None
     assert _no_id(SimpleNamespace(name="t"))
     assert not _no_id(SimpleNamespace(name="t", topic_id=zero))
     assert not _no_id(SimpleNamespace(name="t", topic_id=one))
+
+
+def test_groups_are_placed_as_kafka_places_them_on_consumer_offsets() -> None:
+    # Values printed by Java 17's String.hashCode and (h & 0x7fffffff) % 50.
+    vectors = {
+        "": (0, 0),
+        "a": (97, 47),
+        "group": (98629247, 47),
+        "my-consumer-group": (1513705513, 13),
+        "Ünïcødé-群组": (-1040955690, 8),
+        "groupcoord-fleet-test": (-1886267384, 14),
+    }
+    for text, (h, p) in vectors.items():
+        assert (java_hash(text), partition_for(text, 50)) == (h, p), text
+
+
+def test_the_assignment_is_sticky_and_balanced() -> None:
+    parts = list(range(50))
+    first = assign_partitions(parts, {"m1": "a", "m2": "b"}, {})
+    assert sorted(len(v) for v in first.values()) == [25, 25]
+    previous = {p: {"m1": "a", "m2": "b"}[m] for m, ps in first.items() for p in ps}
+    # A third member joins (new aiokafka member ids, same processes): each keeps 17 at most.
+    second = assign_partitions(parts, {"x1": "a", "x2": "b", "x3": "c"}, previous)
+    assert sorted(len(v) for v in second.values()) == [16, 17, 17]
+    moved = [p for m, ps in second.items() for p in ps if previous[p] != {"x1": "a", "x2": "b",
+                                                                            "x3": "c"}[m]]
+    assert len(moved) == 16  # only the newcomer's share moved
+    assert sorted(p for ps in second.values() for p in ps) == parts
+
+
+def test_the_assignment_keeps_up_to_its_share_and_gives_the_rest_to_the_fewest() -> None:
+    assert assign_partitions([0, 1], {}, {0: "a"}) == {}
+    # b held 0-3, but its share of 5 over 2 members is 3: 3 moves to a, the fewest
+    plan = assign_partitions([4, 3, 2, 1, 0], {"mb": "b", "ma": "a"},
+                             {0: "b", 1: "b", 2: "b", 3: "b"})  # fmt: skip
+    assert plan == {"mb": [0, 1, 2], "ma": [3, 4]}
+    # free partitions go to the fewest, ties to the lower stable id; a stale owner is ignored
+    plan = assign_partitions([0, 1, 2, 3], {"x": "s2", "y": "s1", "z": "s3"},
+                             {0: "gone", 3: "s3"})  # fmt: skip
+    assert plan == {"x": [1], "y": [0, 2], "z": [3]}
+    # exactly the share: kept
+    assert assign_partitions([0, 1], {"m": "a", "n": "b"}, {0: "a", 1: "a"}) == {"m": [0],
+                                                                                "n": [1]}
+    assert assign_partitions([0, 1, 2, 3], {"m": "a", "n": "b"}, {0: "a", 1: "a"}) == {
+        "m": [0, 1], "n": [2, 3]}
