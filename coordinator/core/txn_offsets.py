@@ -109,7 +109,7 @@ def stage(state: CoreState, cmd: TxnOffsetCommit, now_ms: int, fx: Effects) -> O
     wall = state.wall(now_ms)
     pending = state.txn_pending
     max_len = state.config.offset_metadata_max_bytes
-    staged = 0
+    staged = False  # whether any partition was staged
     topics = []
     for t in cmd.topics:
         results = []
@@ -127,7 +127,7 @@ def stage(state: CoreState, cmd: TxnOffsetCommit, now_ms: int, fx: Effects) -> O
                                        p.leader_epoch, p.metadata or "", wall)  # fmt: skip
                 pending.put(key, value)
                 fx.records.append(Record(key, value))
-                staged += 1
+                staged = True
                 code = E.none
             results.append(PartitionError(p.partition, code))
         topics.append(TopicErrors(t.name, tuple(results)))

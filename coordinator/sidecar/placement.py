@@ -66,7 +66,7 @@ def assign_partitions(
     out: dict[str, list[int]] = {m: [] for m in members}
     free: list[int] = []
     for p in sorted(partitions):
-        member = by_stable.get(previous.get(p, ""))
+        member = by_stable.get(previous[p]) if p in previous else None
         if member is not None and len(out[member]) < cap:
             out[member].append(p)
         else:

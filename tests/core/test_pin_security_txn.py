@@ -18,6 +18,7 @@ import pytest
 from coordinator.core import txn_offsets as t
 from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.core.events import GroupCreated, OffsetsCommitted
+from coordinator.core.group import GroupState
 from coordinator.core.messages import ErrorCode as E
 from coordinator.core.records import (
     OffsetCommitKey,
@@ -32,6 +33,7 @@ from coordinator.core.topics import TopicCatalog, TopicInfo
 from coordinator.core.txn_pending import PendingOffsets
 from coordinator.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from coordinator.security.sasl import SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential
+from tests.support.fakeclock import Harness
 
 READ = AclBinding(ResourceType.GROUP, "g", PatternType.LITERAL, "User:alice", "*", Operation.READ,
                   Permission.ALLOW)  # fmt: skip
@@ -167,8 +169,8 @@ def test_staging_answers_per_partition_and_keeps_what_was_sent() -> None:
         (TxnOffsetKey("g", "in", 0, 7, 0), TxnOffsetValue("tx", 3, 5, 4, "12345", wall)),
         (TxnOffsetKey("g", "in", 1, 7, 1), TxnOffsetValue("tx", 3, 6, -1, "", wall)),
     ]
-    assert [r.key for r in fx.records] == [k for k, _ in c.txn_pending("g")]
-    assert "g" in c.state.groups and GroupCreated("g") in fx.events
+    assert fx.records == [Record(k, v) for k, v in c.txn_pending("g")]
+    assert c.state.groups["g"].group_id == "g" and GroupCreated("g") in fx.events
 
 
 def test_a_refused_staging_stages_nothing_and_creates_no_group() -> None:
@@ -212,6 +214,16 @@ def test_settling_applies_commits_in_staging_order_and_supersedes_older_stagings
     assert settled == 0 and fx.records == [] and fx.events == []
 
 
+def test_a_commit_settles_the_older_stagings_of_its_partition_whatever_they_were() -> None:
+    c = two_topics()
+    staged(c, 1000, **{"in": (part(0, 5), part(1, 6))})  # seq 0, 1
+    staged(c, 2000, **{"in": (part(0, 8),)})  # seq 2
+    newer = [(k, v) for k, v in c.txn_pending("g") if k.seq == 2]
+    _, settled = c.txn_settle("g", newer, [])  # only the newer is told committed
+    assert settled == 2 and [k.seq for k, _ in c.txn_pending("g")] == [1]
+    assert c.committed_offsets("g") == {("in", 0): OffsetCommitValue(8, 4, "m", 1_002_000, None)}
+
+
 def test_an_entry_settled_already_does_not_stop_the_next() -> None:
     c = two_topics()
     staged(c, 1000, **{"in": (part(0, 5),)})
@@ -253,3 +265,69 @@ def test_deleting_a_staging_that_is_not_pending() -> None:
     pending.put(key, value)
     assert not pending.delete(TxnOffsetKey("g", "in", 1, 7, 5))  # the group, not the key
     assert pending.delete(key) and not pending.has_group("g")
+    pending.put(key, value)
+    pending.put(TxnOffsetKey("h", "in", 0, 9, 3), TxnOffsetValue("tx2", 0, 1, -1, "", 0))
+    assert pending.drop_group("g") == [key] and pending.group_ids() == ["h"]
+    assert pending.drop_group("g") == []
+
+
+# -- the group-level check (txn_offsets.check): OffsetCommit's, with Kafka's one difference -------
+
+
+def txn_for(generation: int, member: str, instance: str | None = None,
+            epoch: int = 0) -> t.TxnOffsetCommit:
+    parts = (t.TxnCommitTopic("orders", (t.TxnCommitPartition(0, 1, -1, None),)),)
+    return t.TxnOffsetCommit("tx", "g", 7, epoch, generation, member, instance, parts)
+
+
+def test_an_unknown_group_refuses_any_generation_but_none() -> None:
+    h = Harness()
+    assert h.core.txn_check(txn_for(0, "")) is E.illegal_generation
+    assert h.core.txn_check(txn_for(-1, "")) is None
+
+
+def test_a_member_is_checked_as_offset_commit_checks_it() -> None:
+    h = Harness()
+    ids, _, generation = h.stable_group(n=2)
+    cases = [(generation, ids[0], None), (generation, "stranger", None),
+             (generation + 1, ids[1], None), (generation, ids[1], "not-static"),
+             (-1, "", None)]  # fmt: skip
+    for gen, member, instance in cases:
+        committed = h.commit("g", {("orders", 0): 1}, generation=gen, member_id=member,
+                             instance=instance)  # fmt: skip
+        expected = committed.topics[0].partitions[0].error
+        got = h.core.txn_check(txn_for(gen, member, instance))
+        assert (got or E.none) is expected, (gen, member, instance, got, expected)
+    assert h.core.txn_check(txn_for(generation, "stranger")) is E.unknown_member_id
+    assert h.core.txn_check(txn_for(generation + 1, ids[1])) is E.illegal_generation
+
+
+def test_a_transactional_commit_is_accepted_while_the_group_completes_its_rebalance() -> None:
+    h = Harness()
+    ids, _, generation = h.stable_group(n=2)
+    # both rejoin: a new generation, waiting for the leader's SyncGroup
+    rts = [h.join("g", m) for m in ids]
+    h.advance(1)
+    assert all(h.reply(rt) is not None for rt in rts)
+    group = h.core.state.groups["g"]
+    assert group.state is GroupState.COMPLETING_REBALANCE
+    current = group.generation_id
+    refused = h.commit("g", {("orders", 0): 1}, generation=current, member_id=ids[0])
+    assert refused.topics[0].partitions[0].error is E.rebalance_in_progress
+    assert h.core.txn_check(txn_for(current, ids[0])) is None  # Kafka's isTransactional
+    assert h.core.txn_check(txn_for(current, "stranger")) is E.unknown_member_id
+    assert h.core.txn_check(txn_for(generation, ids[0])) is E.illegal_generation
+    # a member joining starts another rebalance: accepted there, as OffsetCommit is (Kafka)
+    h.join_dynamic("g", client_id="late")
+    assert group.state is GroupState.PREPARING_REBALANCE
+    assert h.core.txn_check(txn_for(current, ids[0])) is None
+
+
+def test_a_zombie_epoch_is_refused_once_a_newer_one_staged() -> None:
+    h = Harness()
+    _, result = h.core.txn_stage(txn_for(-1, "", epoch=3), h.now)
+    assert result.topics[0].partitions[0].error is E.none
+    assert h.core.txn_check(txn_for(-1, "", epoch=2)) is E.invalid_producer_epoch
+    assert h.core.txn_check(txn_for(-1, "", epoch=3)) is None
+    other_pid = t.TxnOffsetCommit("tx2", "g", 8, 0, -1, "", None, ())
+    assert h.core.txn_check(other_pid) is None
