@@ -177,7 +177,8 @@ def report(
         k, t = rate(statuses)
         lines.append(f"  {module:<{width}}  {k:>4}/{t:<4} {percent(k, t):>6}")
     if counts.keys() & NOT_RUN:
-        lines += ["", "not run yet (an interrupted run): run `make mutation` again to finish"]
+        lines += ["", "some mutants were never run (an interrupted or narrowed run, MUTANTS=...): "
+                  "run `make mutation` to finish"]
     explained: list[str] = []
     survivors: dict[str, list[str]] = defaultdict(list)
     alive: set[str] = set()
