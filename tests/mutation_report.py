@@ -203,7 +203,10 @@ def report(
     for module, names in survivors.items():
         lines.append(f"  {module}")
         lines += [f"    {n}" for n in sorted(names)]
-    gone = sorted(set(reasons) - alive)
+    # A reason is stale once its mutant is killed or no longer exists; one whose mutant was not
+    # run this time (a narrowed run) is kept.
+    not_run = {name for name, s in everything.items() if s in NOT_RUN}
+    gone = sorted(set(reasons) - alive - not_run)
     if gone:
         lines += ["", f"reasons for mutants that no longer survive (delete them): {len(gone)}"]
         lines += [f"  {n}" for n in gone]

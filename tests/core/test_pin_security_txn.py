@@ -265,6 +265,11 @@ def test_deleting_a_staging_that_is_not_pending() -> None:
     pending.put(key, value)
     assert not pending.delete(TxnOffsetKey("g", "in", 1, 7, 5))  # the group, not the key
     assert pending.delete(key) and not pending.has_group("g")
+
+
+def test_dropping_a_group_returns_its_keys_and_keeps_the_others() -> None:
+    pending = PendingOffsets()
+    key, value = entry(7, 0, 0)
     pending.put(key, value)
     pending.put(TxnOffsetKey("h", "in", 0, 9, 3), TxnOffsetValue("tx2", 0, 1, -1, "", 0))
     assert pending.drop_group("g") == [key] and pending.group_ids() == ["h"]
