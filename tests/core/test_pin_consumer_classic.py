@@ -1,0 +1,128 @@
+"""Classic members of a KIP-848 consumer group (coordinator.core.consumer.classic), pinned where
+`make mutation` found them loose: SyncGroup's checks in Kafka's order and what a good one
+answers and rearms, and LeaveGroup by instance id (who is named in the answer, who is fenced).
+The flows themselves are in test_consumer_migration.py, whose helpers these reuse."""
+
+from __future__ import annotations
+
+from coordinator.core.events import LeaveReason, MemberLeft
+from coordinator.core.messages import (
+    LeaveGroup,
+    LeaveGroupResult,
+    LeavingMember,
+    SyncGroup,
+    SyncGroupResult,
+)
+from tests.core.test_consumer_migration import (
+    REBALANCE_MS,
+    SESSION_MS,
+    Classic,
+    E,
+    consumer_heartbeat,
+    consumer_join,
+    core,
+    reply,
+)
+
+
+def classic_in_consumer_group(static: bool = False) -> tuple[object, Classic]:
+    c = core()
+    consumer_join(c, "n1", 0)
+    member = Classic(c, "cl", static=static)
+    member.rejoin(0)
+    return c, member
+
+
+def sync(c: object, m: Classic, now: int, *, generation: int | None = None,
+         member_id: str | None = None, instance: str | None = "same",
+         protocol_type: str | None = "consumer",
+         protocol_name: str | None = "range") -> SyncGroupResult:  # fmt: skip
+    cmd = SyncGroup("g", m.generation if generation is None else generation,
+                    m.member_id if member_id is None else member_id,
+                    m.instance_id if instance == "same" else instance, protocol_type,
+                    protocol_name, (), 5)  # fmt: skip
+    result = reply(c.handle(1, cmd, now))  # type: ignore[attr-defined]
+    assert isinstance(result, SyncGroupResult)
+    return result
+
+
+def test_sync_checks_member_generation_and_protocol_in_kafkas_order() -> None:
+    c, m = classic_in_consumer_group(static=True)
+    assert sync(c, m, 1, member_id="stranger", instance=None).error is E.unknown_member_id
+    assert sync(c, m, 1, member_id="stranger").error is E.fenced_instance_id
+    assert sync(c, m, 1, generation=m.generation + 1).error is E.illegal_generation
+    assert sync(c, m, 1, protocol_type="connect").error is E.inconsistent_group_protocol
+    assert sync(c, m, 1, protocol_name="roundrobin").error is E.inconsistent_group_protocol
+    ok = sync(c, m, 1)
+    assert (ok.error, ok.protocol_type, ok.protocol_name) == (E.none, "consumer", "range")
+    bare = sync(c, m, 1, protocol_type=None, protocol_name=None)  # v0-v4 send neither
+    assert (bare.error, bare.protocol_type, bare.protocol_name) == (E.none, None, None)
+    assert bare.assignment == ok.assignment
+
+
+def keep_n1(c: object, now: int) -> None:
+    """n1, the consumer-protocol member, heartbeats: the group stays a consumer group."""
+    n1 = c.consumer.groups["g"].members["n1"]  # type: ignore[attr-defined]
+    consumer_heartbeat(c, "n1", n1.member_epoch, frozenset(), now)  # type: ignore[arg-type]
+
+
+def test_a_good_sync_rearms_the_session_and_ends_the_sync_deadline() -> None:
+    c, m = classic_in_consumer_group()
+    assert sync(c, m, 5_000).error is E.none
+    group = c.consumer.groups["g"]  # type: ignore[attr-defined]
+    # the join's session deadline (SESSION_MS) has passed: the sync's holds the member
+    keep_n1(c, 5_000 + SESSION_MS - 1)
+    c.expire(5_000 + SESSION_MS - 1)  # type: ignore[attr-defined]
+    assert m.member_id in group.members
+    # heartbeats keep it past the rebalance timeout: no sync deadline is left to fence it
+    now = 5_000
+    while now < REBALANCE_MS + 5_000:
+        now += SESSION_MS // 2
+        keep_n1(c, now)
+        assert m.heartbeat(now) in (E.none, E.rebalance_in_progress)
+        c.expire(now)  # type: ignore[attr-defined]
+        assert m.member_id in group.members, now
+    keep_n1(c, now + SESSION_MS + 1)
+    c.expire(now + SESSION_MS + 1)  # type: ignore[attr-defined]
+    assert m.member_id not in group.members
+
+
+def test_a_sync_behind_the_group_epoch_must_rejoin_within_its_rebalance_timeout() -> None:
+    c, m = classic_in_consumer_group()
+    assert sync(c, m, 10).error is E.none
+    consumer_join(c, "n2", 20)  # the group epoch moves on
+    group = c.consumer.groups["g"]  # type: ignore[attr-defined]
+    assert group.group_epoch > group.members[m.member_id].member_epoch
+    assert sync(c, m, 30).error is E.rebalance_in_progress
+    for now in range(2_000, 30 + REBALANCE_MS, 2_000):  # both stay alive meanwhile
+        keep_n1(c, now)
+        m.heartbeat(now)
+        consumer_heartbeat(c, "n2", group.members["n2"].member_epoch, frozenset(), now)
+        c.expire(now)  # type: ignore[attr-defined]
+    c.expire(30 + REBALANCE_MS - 1)  # type: ignore[attr-defined]
+    assert m.member_id in group.members
+    c.expire(30 + REBALANCE_MS + 1)  # type: ignore[attr-defined]
+    assert m.member_id not in group.members  # never rejoined: fenced
+
+
+def leave(c: object, *members: tuple[str, str | None]) -> tuple[LeaveGroupResult, list[object]]:
+    fx = c.handle(1, LeaveGroup("g", tuple(LeavingMember(mid, i) for mid, i in members), 3),
+                  100)  # type: ignore[attr-defined]  # fmt: skip
+    result = reply(fx)
+    assert isinstance(result, LeaveGroupResult)
+    return result, list(fx.events)
+
+
+def test_leave_by_instance_id_names_the_member_and_fences_a_wrong_one() -> None:
+    c, m = classic_in_consumer_group(static=True)
+    result, events = leave(c, ("wrong-id", "cl"))
+    assert result.error is E.none
+    assert [(r.member_id, r.group_instance_id, r.error) for r in result.members] == [
+        ("wrong-id", "cl", E.fenced_instance_id)]
+    assert events == [] and m.member_id in c.consumer.groups["g"].members  # type: ignore[attr-defined]
+    result, events = leave(c, ("", "cl"), ("", "nobody"))
+    assert [(r.member_id, r.group_instance_id, r.error) for r in result.members] == [
+        (m.member_id, "cl", E.none), ("", "nobody", E.unknown_member_id)]
+    removed = [e for e in events if isinstance(e, MemberLeft)]
+    assert [(e.member_id, e.reason) for e in removed] == [(m.member_id, LeaveReason.LEFT)]
+    assert m.member_id not in c.consumer.groups["g"].members  # type: ignore[attr-defined]
