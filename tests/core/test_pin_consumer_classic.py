@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from coordinator.core.events import LeaveReason, MemberLeft
 from coordinator.core.messages import (
+    JoinGroupResult,
     LeaveGroup,
     LeaveGroupResult,
     LeavingMember,
@@ -126,3 +127,34 @@ def test_leave_by_instance_id_names_the_member_and_fences_a_wrong_one() -> None:
     removed = [e for e in events if isinstance(e, MemberLeft)]
     assert [(e.member_id, e.reason) for e in removed] == [(m.member_id, LeaveReason.LEFT)]
     assert m.member_id not in c.consumer.groups["g"].members  # type: ignore[attr-defined]
+
+
+def test_a_static_classic_member_restarted_under_a_new_id_replaces_the_old_one() -> None:
+    c, m = classic_in_consumer_group(static=True)
+    assert sync(c, m, 1).error is E.none
+    group = c.consumer.groups["g"]  # type: ignore[attr-defined]
+    old_id, target = m.member_id, group.target_assignment[m.member_id]
+    restarted = Classic(c, "cl", static=True)  # same instance id, no member id yet
+    fx = c.handle(1, restarted.join_cmd(), 50)  # type: ignore[attr-defined]
+    result = reply(fx)
+    assert isinstance(result, JoinGroupResult) and result.error is E.none
+    new_id = result.member_id
+    assert new_id != old_id and old_id not in group.members and new_id in group.members
+    assert group.target_assignment.get(new_id) == target and old_id not in group.target_assignment
+    keys = [(type(r.key).__name__, getattr(r.key, "member_id", None), r.value is None)
+            for r in fx.records]  # fmt: skip
+    assert keys[:3] == [("ConsumerGroupCurrentMemberAssignmentKey", old_id, True),
+                        ("ConsumerGroupTargetAssignmentMemberKey", old_id, True),
+                        ("ConsumerGroupMemberMetadataKey", old_id, True)]  # fmt: skip
+    assert ("ConsumerGroupMemberMetadataKey", new_id, False) in keys
+    assert ("ConsumerGroupTargetAssignmentMemberKey", new_id, False) in keys
+    left = [e for e in fx.events if isinstance(e, MemberLeft)]
+    assert [(e.member_id, e.group_instance_id, e.reason, e.client_id) for e in left] == [
+        (old_id, "cl", LeaveReason.FENCED, "cl")]
+    # the old id's timers are gone with it: nothing fences the new member at the old deadlines
+    for now in range(2_000, 3 * SESSION_MS, 2_000):
+        keep_n1(c, now)
+        restarted.member_id, restarted.generation = new_id, result.generation_id
+        restarted.heartbeat(now)
+        c.expire(now)  # type: ignore[attr-defined]
+    assert new_id in group.members
