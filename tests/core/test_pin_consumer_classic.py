@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from coordinator.core.events import LeaveReason, MemberLeft
 from coordinator.core.messages import (
+    JoinGroup,
     JoinGroupResult,
     LeaveGroup,
     LeaveGroupResult,
@@ -158,3 +159,22 @@ def test_a_static_classic_member_restarted_under_a_new_id_replaces_the_old_one()
         restarted.heartbeat(now)
         c.expire(now)  # type: ignore[attr-defined]
     assert new_id in group.members
+
+
+def test_a_static_classic_join_with_a_member_id_must_match_its_instance() -> None:
+    c, m = classic_in_consumer_group(static=True)
+    base = m.join_cmd()
+
+    def join(member_id: str, instance: str) -> JoinGroupResult:
+        cmd = JoinGroup("g", base.session_timeout_ms, base.rebalance_timeout_ms, member_id,
+                        instance, "consumer", base.protocols, None, "cl", "/h", 5)  # fmt: skip
+        result = reply(c.handle(1, cmd, 10))  # type: ignore[attr-defined]
+        assert isinstance(result, JoinGroupResult)
+        return result
+
+    assert join("someone-else", "cl").error is E.fenced_instance_id
+    assert join(m.member_id, "ghost").error is E.unknown_member_id
+    again = join(m.member_id, "cl")
+    assert again.error is E.none and again.member_id == m.member_id
+    group = c.consumer.groups["g"]  # type: ignore[attr-defined]
+    assert group.members[m.member_id].instance_id == "cl"
