@@ -75,3 +75,24 @@ def test_deleting_an_empty_group_tombstones_its_regexes_and_metadata() -> None:
                 ConsumerGroupPartitionMetadataKey("g"), ConsumerGroupMetadataKey("g")]  # fmt: skip
     assert [r.key for r in records] == expected
     assert loaded.core.delete_group("nope") == (ErrorCode.group_id_not_found, ())
+
+
+def test_unloading_a_group_forgets_it_and_its_timers_and_a_reload_resumes_it() -> None:
+    h = Harness()
+    h.client("a")
+    h.client("b", topics=("orders", "payments"))
+    h.settle()
+    before = {mid: (m.member_epoch, m.assigned_partitions) for mid, m in h.group.members.items()}
+    assert h.core.next_deadline_ms() is not None
+    h.core.unload_group("g")
+    h.core.unload_group("g")  # twice: nothing more to forget
+    assert "g" not in h.core.groups and h.core.describe("g") is None
+    assert h.core.next_deadline_ms() is None  # no session or rebalance timer is left
+    for record in h.records:  # the new owner's load, here the same core
+        replay(h.core.groups, record)
+    h.core.finish_loading(h.clock.now)
+    assert {mid: (m.member_epoch, m.assigned_partitions)
+            for mid, m in h.group.members.items()} == before  # fmt: skip
+    h.settle()
+    assert {mid: m.member_epoch for mid, m in h.group.members.items()} == {
+        mid: epoch for mid, (epoch, _) in before.items()}  # nothing to rebalance
