@@ -178,3 +178,29 @@ def test_a_static_classic_join_with_a_member_id_must_match_its_instance() -> Non
     assert again.error is E.none and again.member_id == m.member_id
     group = c.consumer.groups["g"]  # type: ignore[attr-defined]
     assert group.members[m.member_id].instance_id == "cl"
+
+
+def test_a_classic_member_waits_for_unreleased_partitions_then_rejoins_to_take_them() -> None:
+    c = core()
+    response, _ = consumer_join(c, "n1", 0)  # n1 owns all four partitions
+    owned = frozenset(p for tp in (response.assignment or ()) for p in tp.partitions)
+    assert owned == {0, 1, 2, 3}
+    m = Classic(c, "cl")
+    m.rejoin(10)
+    group = c.consumer.groups["g"]  # type: ignore[attr-defined]
+    n1_epoch = group.members["n1"].member_epoch
+    # n1 has not revoked yet: the classic member's target is held elsewhere
+    for now in (20, 30):
+        member = group.members[m.member_id]
+        if member.member_epoch != m.generation:
+            m.rejoin(now)
+        assert sync(c, m, now).error in (E.none, E.rebalance_in_progress)
+    member = group.members[m.member_id]
+    assert member.state.name == "UNRELEASED_PARTITIONS", member.state
+    assert m.heartbeat(40) is E.none  # still waiting: nothing to rejoin for
+    # n1 revokes what the classic member is to get: it must rejoin to take it
+    target = group.target_assignment["n1"]
+    keep = frozenset(p for ps in target.values() for p in ps)
+    consumer_heartbeat(c, "n1", n1_epoch, keep, 50)
+    consumer_heartbeat(c, "n1", group.members["n1"].member_epoch, keep, 55)
+    assert m.heartbeat(60) is E.rebalance_in_progress
