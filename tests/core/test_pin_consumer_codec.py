@@ -11,6 +11,7 @@ import pytest
 
 from coordinator.core.consumer.codec import (
     ConsumerCodecError,
+    decode_key,
     decode_value,
     encode_key,
     encode_value,
@@ -63,3 +64,28 @@ def test_key_strings_are_int16_prefixed_up_to_32767_bytes() -> None:
     assert encode_key(ConsumerGroupMetadataKey("g" * 32_767))[4:] == b"g" * 32_767
     with pytest.raises(ValueError, match=r"^string longer than 32767 bytes$"):
         encode_key(ConsumerGroupMetadataKey("g" * 32_768))
+
+
+MEMBER_VALUE = struct.pack(">h", 0) + b"\x00\x00" + b"\x02c" + b"\x03/h" + b"\x02\x02t" + b"\x01" \
+    + struct.pack(">i", 300) + b"\x00" + b"\x00"
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (struct.pack(">h", 0) + b"\x00\x00\x00", "null where a string is required"),
+    (struct.pack(">h", 0) + b"\x00\x00\x02c\x03/h\x00", "null where an array is required"),
+    (struct.pack(">h", 0) + b"\x00\x00\x02c\x03/h", "truncated record"),
+    (MEMBER_VALUE + b"\x00\x00\x00", "3 trailing bytes"),
+])
+def test_a_damaged_value_is_refused_saying_what_is_wrong(data: bytes, message: str) -> None:
+    """The message is what the load log says of the record."""
+    assert decode_value(KEY, MEMBER_VALUE).client_id == "c"  # type: ignore[union-attr]
+    with pytest.raises(ConsumerCodecError) as refused:
+        decode_value(KEY, data)
+    assert str(refused.value) == message
+
+
+def test_unknown_record_types_and_values_are_refused_by_name() -> None:
+    with pytest.raises(ConsumerCodecError, match=r"^not a consumer-group record type: 99$"):
+        decode_key(99, struct.pack(">hh", 99, 1) + b"g")
+    with pytest.raises(TypeError, match=r"^not a consumer-group record value: 'nope'$"):
+        encode_value("nope")  # type: ignore[arg-type]
