@@ -5,6 +5,12 @@ The flows themselves are in test_consumer_migration.py, whose helpers these reus
 
 from __future__ import annotations
 
+import struct
+import uuid
+
+import pytest
+
+from coordinator.core.consumer.classic import assignment_bytes
 from coordinator.core.events import LeaveReason, MemberLeft
 from coordinator.core.messages import (
     JoinGroup,
@@ -15,6 +21,8 @@ from coordinator.core.messages import (
     SyncGroup,
     SyncGroupResult,
 )
+from coordinator.core.topics import TopicCatalog, TopicInfo
+from protocol import consumer as consumer_protocol
 from tests.core.test_consumer_migration import (
     REBALANCE_MS,
     SESSION_MS,
@@ -204,3 +212,19 @@ def test_a_classic_member_waits_for_unreleased_partitions_then_rejoins_to_take_t
     consumer_heartbeat(c, "n1", n1_epoch, keep, 50)
     consumer_heartbeat(c, "n1", group.members["n1"].member_epoch, keep, 55)
     assert m.heartbeat(60) is E.rebalance_in_progress
+
+
+@pytest.mark.parametrize(("metadata", "version"), [
+    (b"", 0), (b"\x00", 0), (b"\x00\x01", 1), (b"\x00\x02rest", 2), (b"\x00\x03", 3),
+    (b"\x00\x07", 3),  # a newer subscription: the highest version we write
+    (b"\xff\xff", 0),  # -1 (signed, as Kafka reads an int16): the lowest
+    (b"\x01\x00", 3),  # 256
+])
+def test_a_classic_members_assignment_is_written_at_its_subscriptions_version(
+    metadata: bytes, version: int
+) -> None:
+    catalog = TopicCatalog([TopicInfo("orders", uuid.UUID(int=7), 4)])
+    partitions = {uuid.UUID(int=7): frozenset({2, 0}), uuid.UUID(int=9): frozenset({1})}
+    written = assignment_bytes(catalog, partitions, metadata)  # the unknown topic id is left out
+    assert written == consumer_protocol.encode_assignment({"orders": (0, 2)}, version)
+    assert written[:2] == struct.pack(">h", version)
