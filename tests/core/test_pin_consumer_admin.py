@@ -4,6 +4,7 @@ ConsumerGroupDescribe tells of each member, and what DeleteGroups writes for an 
 from __future__ import annotations
 
 from coordinator.core.consumer import TopicPartitions, replay
+from coordinator.core.consumer.member_update import owns_subset
 from coordinator.core.consumer.records import (
     ConsumerGroupMetadataKey,
     ConsumerGroupPartitionMetadataKey,
@@ -96,3 +97,13 @@ def test_unloading_a_group_forgets_it_and_its_timers_and_a_reload_resumes_it() -
     h.settle()
     assert {mid: m.member_epoch for mid, m in h.group.members.items()} == {
         mid: epoch for mid, (epoch, _) in before.items()}  # nothing to rebalance
+
+
+def test_owned_partitions_left_out_of_a_heartbeat_are_no_subset() -> None:
+    """A heartbeat without owned partitions (null: unchanged) says nothing of what it owns."""
+    tid = topic_id(0)
+    assert not owns_subset(None, {})
+    assert not owns_subset(None, {tid: frozenset({1})})
+    assert owns_subset((), {})
+    assert owns_subset((TopicPartitions(tid, (1,)),), {tid: frozenset({1, 2})})
+    assert not owns_subset((TopicPartitions(tid, (3,)),), {tid: frozenset({1, 2})})

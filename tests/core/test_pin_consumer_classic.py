@@ -68,6 +68,10 @@ def test_sync_checks_member_generation_and_protocol_in_kafkas_order() -> None:
     bare = sync(c, m, 1, protocol_type=None, protocol_name=None)  # v0-v4 send neither
     assert (bare.error, bare.protocol_type, bare.protocol_name) == (E.none, None, None)
     assert bare.assignment == ok.assignment
+    m.generation += 1  # a heartbeat checks the generation as SyncGroup does
+    assert m.heartbeat(2) is E.illegal_generation
+    m.generation -= 1
+    assert m.heartbeat(2) is E.none
 
 
 def keep_n1(c: object, now: int) -> None:
