@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from coordinator.core.consumer.classic import assignment_bytes
+from coordinator.core.consumer.classic import assignment_bytes, partition_map, supports_protocols
 from coordinator.core.events import LeaveReason, MemberLeft
 from coordinator.core.messages import (
     JoinGroup,
@@ -232,3 +232,20 @@ def test_a_classic_members_assignment_is_written_at_its_subscriptions_version(
     written = assignment_bytes(catalog, partitions, metadata)  # the unknown topic id is left out
     assert written == consumer_protocol.encode_assignment({"orders": (0, 2)}, version)
     assert written[:2] == struct.pack(">h", version)
+
+
+def test_classic_protocols_need_the_consumer_type_and_at_least_one_name() -> None:
+    from coordinator.core.consumer.model import ConsumerGroup
+
+    empty = ConsumerGroup("g")  # no classic member yet: any name would do
+    assert supports_protocols(empty, "consumer", ["range"])
+    assert not supports_protocols(empty, "connect", ["range"])
+    assert not supports_protocols(empty, "consumer", [])
+
+
+def test_partitions_by_name_drop_unknown_topics_and_empty_lists() -> None:
+    catalog = TopicCatalog([TopicInfo("orders", uuid.UUID(int=7), 4)])
+    assert partition_map(catalog, {"orders": [1, 0], "gone": [2], "empty": []}) == {
+        uuid.UUID(int=7): frozenset({0, 1})}
+    assert partition_map(catalog, {"gone": [1]}) == {}
+    assert partition_map(catalog, {"orders": []}) == {}
