@@ -67,11 +67,14 @@ docs: $(VENV)/.installed-docs
 	PYTHONPATH=. $(BIN)/python -m tests.support.docs_tables
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-# Mutation testing of the core and storage (docs "Development"); not part of `make test`.
-# Results stay in mutants/: a second run re-tests only the functions that changed.
+# Mutation testing of the product's rules: the core, security, the sidecar's pure parts and
+# storage (docs "Development"); not part of `make test`. Results stay in mutants/: a second run
+# re-tests only the functions that changed. MUTANTS narrows a run to mutant names or fnmatch
+# patterns, e.g. MUTANTS='coordinator.security.*' (one package) or a survivor's name.
 MUTATION_CHILDREN ?= 2
+MUTANTS ?=
 mutation: $(VENV)/.installed-mutation
-	nice -n 10 $(BIN)/mutmut run --max-children $(MUTATION_CHILDREN)
+	nice -n 10 $(BIN)/mutmut run --max-children $(MUTATION_CHILDREN) $(MUTANTS)
 	$(BIN)/python -m tests.mutation_report
 
 clean:

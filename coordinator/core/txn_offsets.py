@@ -109,7 +109,7 @@ def stage(state: CoreState, cmd: TxnOffsetCommit, now_ms: int, fx: Effects) -> O
     wall = state.wall(now_ms)
     pending = state.txn_pending
     max_len = state.config.offset_metadata_max_bytes
-    staged = 0
+    staged = False  # whether any partition was staged
     topics = []
     for t in cmd.topics:
         results = []
@@ -127,7 +127,7 @@ def stage(state: CoreState, cmd: TxnOffsetCommit, now_ms: int, fx: Effects) -> O
                                        p.leader_epoch, p.metadata or "", wall)  # fmt: skip
                 pending.put(key, value)
                 fx.records.append(Record(key, value))
-                staged += 1
+                staged = True
                 code = E.none
             results.append(PartitionError(p.partition, code))
         topics.append(TopicErrors(t.name, tuple(results)))
@@ -210,7 +210,7 @@ def settle(
     by an earlier call) are skipped."""
     pending = state.txn_pending
     live = dict(pending.entries(group_id))
-    gone: dict[TxnOffsetKey, None] = {}
+    gone: dict[TxnOffsetKey, None] = {}  # an ordered set: its values are never read
     applied = 0
     for key, value in sorted(committed, key=lambda e: e[0].seq):
         if key not in live or key in gone:
@@ -218,8 +218,8 @@ def settle(
         for older in live:
             same = older.topic == key.topic and older.partition == key.partition
             if same and older.seq < key.seq:
-                gone[older] = None
-        gone[key] = None
+                gone[older] = None  # pragma: no mutate (an ordered set's value)
+        gone[key] = None  # pragma: no mutate (an ordered set's value)
         current = state.offsets.get(group_id, key.topic, key.partition)
         if current is None or value.commit_timestamp_ms >= current.commit_timestamp_ms:
             offset = OffsetCommitValue(value.offset, value.leader_epoch, value.metadata,
@@ -229,7 +229,7 @@ def settle(
             applied += 1
     for key, _ in aborted:
         if key in live:
-            gone[key] = None
+            gone[key] = None  # pragma: no mutate (an ordered set's value)
     for key in gone:
         pending.delete(key)
         fx.records.append(Record(key, None))

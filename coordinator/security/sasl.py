@@ -195,7 +195,9 @@ class SaslExchange:
     def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
         credential = self._credentials.get(user, self.mechanism)
         if credential is None:
-            raise ScramException("unknown user")
+            # scramp raises it out of set_client_first and _scram answers every ScramException
+            # with one message: this one is never seen.
+            raise ScramException("unknown user")  # pragma: no mutate
         self._user = user
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 

@@ -42,7 +42,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import socket
 import time
 import uuid
@@ -66,7 +65,14 @@ from coordinator.sidecar.fleet_security import SecurityTopic
 from coordinator.sidecar.fleet_security import topic_name as security_topic_name
 from coordinator.sidecar.fleet_tls import FleetTls, PeerAdmission
 from coordinator.sidecar.fleet_watch import PeerWatch, evict
-from coordinator.sidecar.placement import LOADING, LOCAL, UNKNOWN, Placement, Where
+from coordinator.sidecar.placement import (
+    LOADING,
+    LOCAL,
+    UNKNOWN,
+    Placement,
+    Where,
+    assign_partitions,
+)
 from coordinator.sidecar.state_topic import (
     Claim,
     Fenced,
@@ -695,30 +701,6 @@ def _ranges(numbers: list[int]) -> str:
 
 
 # -- the fleet group's assignor and listener (aiokafka) -------------------------------------------
-
-
-def assign_partitions(
-    partitions: list[int], members: Mapping[str, str], previous: Mapping[int, str]
-) -> dict[str, list[int]]:
-    """Sticky and balanced: each member keeps up to ceil(n/m) of its previous partitions; the
-    rest go to the members with the fewest, in (count, member) order. `members`: member id ->
-    stable id (the process's uuid, which `previous` maps partitions to)."""
-    if not members:
-        return {}
-    cap = math.ceil(len(partitions) / len(members))
-    by_stable = {stable: member for member, stable in members.items()}
-    out: dict[str, list[int]] = {m: [] for m in members}
-    free: list[int] = []
-    for p in sorted(partitions):
-        member = by_stable.get(previous.get(p, ""))
-        if member is not None and len(out[member]) < cap:
-            out[member].append(p)
-        else:
-            free.append(p)
-    for p in free:
-        member = min(out, key=lambda m: (len(out[m]), members[m]))
-        out[member].append(p)
-    return out
 
 
 def _assignor(fleet: Fleet) -> type[AbstractPartitionAssignor]:

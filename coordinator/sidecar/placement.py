@@ -16,6 +16,8 @@ Invariants:
 from __future__ import annotations
 
 import enum
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -46,3 +48,30 @@ class Locator(Protocol):
     def peers(self) -> list[tuple[str, int]]:
         """The other fleet members' listeners (ListGroups asks each of them)."""
         ...
+
+
+# -- the fleet's state partitions over its members (the fleet group's assignor) ----------------
+
+
+def assign_partitions(
+    partitions: list[int], members: Mapping[str, str], previous: Mapping[int, str]
+) -> dict[str, list[int]]:
+    """Sticky and balanced: each member keeps up to ceil(n/m) of its previous partitions; the
+    rest go to the members with the fewest, in (count, member) order. `members`: member id ->
+    stable id (the process's uuid, which `previous` maps partitions to)."""
+    if not members:
+        return {}
+    cap = math.ceil(len(partitions) / len(members))
+    by_stable = {stable: member for member, stable in members.items()}
+    out: dict[str, list[int]] = {m: [] for m in members}
+    free: list[int] = []
+    for p in sorted(partitions):
+        member = by_stable.get(previous[p]) if p in previous else None
+        if member is not None and len(out[member]) < cap:
+            out[member].append(p)
+        else:
+            free.append(p)
+    for p in free:
+        member = min(out, key=lambda m: (len(out[m]), members[m]))
+        out[member].append(p)
+    return out

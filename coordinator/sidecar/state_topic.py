@@ -176,6 +176,10 @@ class Replay:
         return out
 
 
+# Not under mutation testing from here to durability(): the upstream I/O (aiokafka clients),
+# held by tests/sidecar/test_fleet_state.py against tansu and Kafka; the rules it applies
+# (Replay, takes_partition, fences, writer_of) are above and pinned by test_pin_rules.py.
+# pragma: no mutate start
 class StateTopic:
     """The topic, its producer and its readers. `start` retries until the upstream answers."""
 
@@ -328,6 +332,7 @@ class StateTopic:
         return out, ends
 
 
+# pragma: no mutate end
 def durability(replication_factor: int, min_insync_replicas: int, brokers: int) -> tuple[int, int]:
     """The (replication factor, min.insync.replicas) a fleet topic is created with, for the
     settings and a cluster of `brokers` brokers; a min.insync of 0 means "leave the cluster's".
@@ -345,6 +350,8 @@ def durability(replication_factor: int, min_insync_replicas: int, brokers: int) 
     return factor, (2 if factor >= 3 else 0)
 
 
+# Not under mutation testing to the end of the module: upstream I/O, as StateTopic above.
+# pragma: no mutate block
 async def ensure_topic(
     options: dict[str, Any],
     name: str,

@@ -19,6 +19,7 @@ from coordinator.security.acl import (
     Permission,
     Resource,
     ResourceType,
+    admits_fleet_member,
 )
 
 G, T = ResourceType.GROUP, ResourceType.TOPIC
@@ -132,6 +133,31 @@ def test_create_refuses_what_kafka_refuses(binding: AclBinding, problem: str) ->
     assert problem in (binding.problem() or "")
 
 
+def test_create_refusals_say_what_is_wrong() -> None:
+    """The messages CreateAcls answers with (INVALID_REQUEST's error_message), word for word."""
+    def problem(**changes: object) -> str | None:
+        fields = {"resource_type": G, "resource_name": "g", "pattern_type": LIT,
+                  "principal": "User:a", "host": "*", "operation": Op.READ, "permission": ALLOW}
+        return AclBinding(**{**fields, **changes}).problem()  # type: ignore[arg-type]
+
+    assert problem() is None
+    assert problem(resource_type=ResourceType.UNKNOWN) == "the resource type must be concrete"
+    assert problem(pattern_type=PatternType.ANY) == "the pattern type must be LITERAL or PREFIXED"
+    assert problem(operation=Op.UNKNOWN) == "the operation must be concrete"
+    assert problem(permission=Permission.UNKNOWN) == "the permission must be ALLOW or DENY"
+    assert problem(resource_name="") == "the resource name must not be empty"
+    assert problem(principal="alice") == "the principal 'alice' is not TYPE:NAME"
+    assert problem(resource_type=ResourceType.CLUSTER) == "the cluster resource is named " \
+        "'kafka-cluster'"
+
+
+def test_a_binding_applies_only_to_its_own_resource_type() -> None:
+    assert acl(G, "g", Op.READ).applies_to(Resource(G, "g"))
+    assert not acl(G, "g", Op.READ).applies_to(Resource(T, "g"))
+    assert not acl(G, "*", Op.READ).applies_to(Resource(T, "g"))
+    assert not acl(G, "g", Op.READ, pattern=PRE).applies_to(Resource(T, "gx"))
+
+
 def test_filters_any_literal_prefixed_and_match() -> None:
     authorizer = Authorizer()
     literal = acl(T, "orders", Op.READ)
@@ -148,9 +174,50 @@ def test_filters_any_literal_prefixed_and_match() -> None:
     assert names(AclFilter()) == {literal, wildcard, prefixed, other, group}
     assert names(AclFilter(resource_type=T, resource_name="orders")) == {literal}
     assert names(AclFilter(resource_type=T, pattern_type=PRE)) == {prefixed}
+    # MATCH without a name: everything, as ANY
+    assert names(AclFilter(pattern_type=PatternType.MATCH)) == {literal, wildcard, prefixed, other,
+                                                                group}  # fmt: skip
     # MATCH: every pattern that applies to a topic named "orders"
     assert names(AclFilter(T, "orders", PatternType.MATCH)) == {literal, wildcard, prefixed}
     assert names(AclFilter(principal="User:bob")) == {other}
     assert names(AclFilter(host="10.1.1.1")) == {other}
     assert names(AclFilter(operation=Op.READ)) == {literal, other, group}
     assert names(AclFilter(permission=DENY)) == {group}
+
+
+# -- the fleet listener's rule (coordinator.sidecar.fleet_tls; its sockets: test_fleet_mtls.py) ---
+
+OWN = "User:CN=localhost"  # every member presents the same certificate
+MALLORY = "User:CN=mallory,O=groupcoord"
+
+
+def cluster_action(principal: str, permission: Permission = ALLOW) -> AclBinding:
+    return AclBinding(ResourceType.CLUSTER, CLUSTER_NAME, LIT, principal, "*",
+                      Op.CLUSTER_ACTION, permission)  # fmt: skip
+
+
+def test_only_the_own_principal_or_cluster_action_is_a_fleet_member() -> None:
+    assert admits_fleet_member(OWN, OWN, "10.0.0.1", None)
+    assert not admits_fleet_member(MALLORY, OWN, "10.0.0.1", None)  # no authorizer: own only
+    assert not admits_fleet_member(None, OWN, "10.0.0.1", Authorizer(super_users=[OWN]))
+    acls = Authorizer(super_users=["User:admin"])
+    assert not admits_fleet_member(MALLORY, OWN, "10.0.0.1", acls)
+    assert admits_fleet_member("User:admin", OWN, "10.0.0.1", acls)  # a super user may
+    acls.add(cluster_action(MALLORY))
+    assert admits_fleet_member(MALLORY, OWN, "10.0.0.1", acls)
+    acls.add(cluster_action("User:*", DENY))  # a DENY wins
+    assert not admits_fleet_member(MALLORY, OWN, "10.0.0.1", acls)
+    assert admits_fleet_member(OWN, OWN, "10.0.0.1", acls)  # but not over the member itself
+
+
+def test_cluster_action_is_judged_for_the_callers_host_on_the_cluster_only() -> None:
+    acls = Authorizer()
+    acls.add(AclBinding(ResourceType.CLUSTER, CLUSTER_NAME, LIT, MALLORY, "10.0.0.9",
+                        Op.CLUSTER_ACTION, ALLOW))  # fmt: skip
+    acls.add(AclBinding(G, "*", LIT, "User:bob", "*", Op.ALL, ALLOW))  # a group's, not the cluster
+    acls.add(AclBinding(ResourceType.CLUSTER, CLUSTER_NAME, LIT, "User:carol", "*", Op.DESCRIBE,
+                        ALLOW))  # fmt: skip
+    assert admits_fleet_member(MALLORY, OWN, "10.0.0.9", acls)
+    assert not admits_fleet_member(MALLORY, OWN, "10.0.0.1", acls)  # another host
+    assert not admits_fleet_member("User:bob", OWN, "10.0.0.9", acls)
+    assert not admits_fleet_member("User:carol", OWN, "10.0.0.9", acls)  # not CLUSTER_ACTION

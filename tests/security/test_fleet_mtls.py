@@ -1,12 +1,13 @@
 """The fleet listener of a secured sidecar fleet (coordinator.sidecar.fleet_tls): mutual TLS
 between members, and only members (this member's own principal, or CLUSTER_ACTION) served.
 
-Pure: `admits_fleet_member`, Kafka's inter-broker rule. Sockets: an in-process member (Server
-with a SASL_SSL gate and ACLs, Sidecar, Fleet) whose fleet listener is probed by its own peer
-links, a plaintext client, and a client with another certificate of the same CA. No upstream is
-started: the fleet keeps retrying it in the background, and with no state partition loaded every
-group is loading: a Heartbeat is answered NONE (Kafka answers a loading coordinator's
-Heartbeats so), which is all an answer needs to be here. The end-to-end fleet over tansu is
+The rule (`admits_fleet_member`, Kafka's inter-broker rule) is pinned in test_acl.py. Here: an
+in-process member (Server with a SASL_SSL gate and ACLs, Sidecar, Fleet) whose fleet listener is
+probed by its own peer links, a plaintext client, and a client with another certificate of the
+same CA. No upstream is started: the fleet keeps retrying it in the background, and with no
+state partition loaded every group is loading: a Heartbeat is answered NONE (Kafka answers a
+loading coordinator's Heartbeats so), which is all an answer needs to be here. The end-to-end
+fleet over tansu is
 tests/security/test_sidecar_security.py.
 """
 
@@ -31,12 +32,10 @@ from coordinator.core.topics import TopicCatalog, TopicInfo
 from coordinator.security.acl import (
     CLUSTER_NAME,
     AclBinding,
-    Authorizer,
     Operation,
     PatternType,
     Permission,
     ResourceType,
-    admits_fleet_member,
 )
 from coordinator.serve import config
 from coordinator.serve.secure import SecurityOptions, make_ssl_context
@@ -59,7 +58,7 @@ def heartbeat(group: str = "g") -> Any:
                group_instance_id=None)  # fmt: skip
 
 
-# -- pure: the rule --------------------------------------------------------------------------------
+# -- the ACL of a fleet member ------------------------------------------------------------------
 
 
 def cluster_action(principal: str, permission: Permission = Permission.ALLOW) -> AclBinding:
@@ -67,18 +66,8 @@ def cluster_action(principal: str, permission: Permission = Permission.ALLOW) ->
                       Operation.CLUSTER_ACTION, permission)  # fmt: skip
 
 
-def test_only_the_own_principal_or_cluster_action_is_a_fleet_member() -> None:
-    assert admits_fleet_member(OWN, OWN, "10.0.0.1", None)
-    assert not admits_fleet_member(MALLORY, OWN, "10.0.0.1", None)  # no authorizer: own only
-    assert not admits_fleet_member(None, OWN, "10.0.0.1", Authorizer(super_users=[OWN]))
-    acls = Authorizer(super_users=["User:admin"])
-    assert not admits_fleet_member(MALLORY, OWN, "10.0.0.1", acls)
-    assert admits_fleet_member("User:admin", OWN, "10.0.0.1", acls)  # a super user may
-    acls.add(cluster_action(MALLORY))
-    assert admits_fleet_member(MALLORY, OWN, "10.0.0.1", acls)
-    acls.add(cluster_action("User:*", Permission.DENY))  # a DENY wins
-    assert not admits_fleet_member(MALLORY, OWN, "10.0.0.1", acls)
-    assert admits_fleet_member(OWN, OWN, "10.0.0.1", acls)  # but not over the member itself
+# The rule itself, admits_fleet_member, is pinned in tests/security/test_acl.py (fast, so
+# `make mutation` runs it).
 
 
 # -- sockets: one member's fleet listener ----------------------------------------------------------

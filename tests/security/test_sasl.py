@@ -40,18 +40,22 @@ def test_plain_accepts_the_password_and_names_the_principal() -> None:
 @pytest.mark.parametrize(
     ("payload", "message"),
     [
-        (b"\0alice\0wrong", "Invalid username or password"),
-        (b"\0nobody\0alice-secret", "Invalid username or password"),
-        (b"\0bob\0alice-secret", "Invalid username or password"),
-        (b"bob\0alice\0alice-secret", "authorization id"),
-        (b"\0alice", "3 tokens"),
-        (b"\0\0x", "empty"),
-        (b"\0\xff\0x", "UTF-8"),
+        (b"\0alice\0wrong", "Authentication failed: Invalid username or password"),
+        (b"\0nobody\0alice-secret", "Authentication failed: Invalid username or password"),
+        (b"\0bob\0alice-secret", "Authentication failed: Invalid username or password"),
+        (b"bob\0alice\0alice-secret",
+         "Authentication failed: authorization id differs from user"),
+        (b"\0alice", "Invalid SASL/PLAIN request: expected 3 tokens"),
+        (b"\0\0x", "Authentication failed: username or password empty"),
+        (b"\0\xff\0x", "Invalid SASL/PLAIN request: not UTF-8"),
     ],
 )
 def test_plain_refuses(payload: bytes, message: str) -> None:
-    with pytest.raises(SaslFailed, match=message):
+    """The messages are the client's (SaslAuthenticate's error_message), word for word (Kafka's
+    PlainSaslServer's where it has one)."""
+    with pytest.raises(SaslFailed) as refused:
         SaslExchange(PLAIN, USERS).step(payload)
+    assert str(refused.value) == message
 
 
 @pytest.mark.parametrize("mechanism", [SCRAM_SHA_256, SCRAM_SHA_512])
@@ -78,9 +82,11 @@ def test_scram_refuses_a_wrong_password_or_user(user: str, password: str) -> Non
 
 
 def test_scram_refuses_channel_binding_and_delegation_tokens() -> None:
-    with pytest.raises(SaslFailed, match="channel binding"):
+    with pytest.raises(SaslFailed,
+                       match=r"^Authentication failed: channel binding is not supported$"):
         SaslExchange(SCRAM_SHA_256, USERS).step(b"p=tls-unique,,n=alice,r=abc")
-    with pytest.raises(SaslFailed, match="delegation tokens"):
+    with pytest.raises(SaslFailed,
+                       match=r"^Authentication failed: delegation tokens are not supported$"):
         SaslExchange(SCRAM_SHA_256, USERS).step(b"n,,n=alice,r=abc,tokenauth=true")
 
 
@@ -160,3 +166,42 @@ def test_a_credential_from_a_salted_password_matches_scramps(mechanism: str,
     salted = hashlib.pbkdf2_hmac(hash_name, b"pencil", salt, 4096)
     ours = credential_from_salted(mechanism, salt, salted, 4096)
     assert ours == make_credential(mechanism, "pencil", 4096, salt)
+
+
+def test_users_file_errors_name_their_source_and_indented_comments_are_skipped() -> None:
+    text = "  # an indented comment\n\t#another\n   \nalice:pw\n"
+    assert parse_users_file(text) == [("alice", "pw")]
+    with pytest.raises(CredentialsError, match=r"^users file, line 2: expected user:password$"):
+        parse_users_file("a:1\nbroken\n")
+    with pytest.raises(CredentialsError, match=r"^/etc/users, line 2: user 'a' given twice$"):
+        parse_users_file("a:1\na:2\n", "/etc/users")
+
+
+def test_bad_scram_credentials_and_messages_are_refused_with_what_is_wrong() -> None:
+    with pytest.raises(CredentialsError, match=r"^unknown SCRAM mechanism 'PLAIN'$"):
+        make_credential(PLAIN, "pw")
+    with pytest.raises(ValueError, match=r"^GSSAPI$"):
+        SaslExchange("GSSAPI", USERS)
+    exchange = SaslExchange(PLAIN, USERS)
+    exchange.step(b"\0alice\0alice-secret")
+    with pytest.raises(SaslFailed, match=r"^already authenticated$"):
+        exchange.step(b"\0alice\0alice-secret")
+    with pytest.raises(CredentialsError, match=r"^unknown SCRAM mechanism 'SCRAM-SHA-1'$"):
+        credential_from_salted("SCRAM-SHA-1", b"salt", b"x" * 32, 4096)
+    with pytest.raises(CredentialsError, match=r"^iterations must be at least 4096$"):
+        credential_from_salted(SCRAM_SHA_256, b"salt", b"x" * 32, 4095)
+    with pytest.raises(SaslFailed, match=r"^Authentication failed: SCRAM message not UTF-8$"):
+        SaslExchange(SCRAM_SHA_256, USERS).step(b"n,,n=alice,r=\xff")
+
+
+def test_credentials_keep_their_iterations_and_delete_one_mechanism() -> None:
+    assert make_credential(SCRAM_SHA_256, "pw", 5000).iterations == 5000
+    credentials = Credentials()
+    credentials.add_password("alice", "pw", iterations=4097)
+    assert credentials.get("alice", SCRAM_SHA_512).iterations == 4097  # type: ignore[union-attr]
+    assert credentials.get("nobody", SCRAM_SHA_256) is None
+    assert not credentials.delete("nobody", SCRAM_SHA_256)
+    assert credentials.delete("alice", SCRAM_SHA_256)
+    assert not credentials.delete("alice", SCRAM_SHA_256)  # gone already; the user is not
+    assert credentials.users() == ["alice"] and credentials.check_plain("alice", "pw")
+    assert credentials.delete("alice", SCRAM_SHA_512) and credentials.users() == []

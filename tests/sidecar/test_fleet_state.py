@@ -1,7 +1,7 @@
-"""The fleet's state partitions against a real tansu and Apache Kafka 4.4: group placement,
-persist-then-reply through the FleetJournal, the fence (a former owner's write fails and replay
-ignores it), and the compaction-hole repair (the owner rewrites a key a former owner wrote
-last)."""
+"""The fleet's state partitions against a real tansu and Apache Kafka 4.4 (group placement and
+the partitions' assignment, pure, are pinned in test_pin_rules.py): persist-then-reply through the
+FleetJournal, the fence (a former owner's write fails and replay ignores it), and the
+compaction-hole repair (the owner rewrites a key a former owner wrote last)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 
 from coordinator.core.record_codec import encode_record
 from coordinator.core.records import OffsetCommitKey, OffsetCommitValue, Record
-from coordinator.sidecar.fleet import assign_partitions
 from coordinator.sidecar.fleet_journal import FleetJournal, PartitionWriter
 from coordinator.sidecar.state_topic import (
     Claim,
@@ -22,7 +21,6 @@ from coordinator.sidecar.state_topic import (
     Replay,
     StateTopic,
     StateUnavailable,
-    java_hash,
     partition_for,
     writer_of,
 )
@@ -33,34 +31,6 @@ __all__ = ["stack", "upstream"]
 
 PARTITIONS = 3
 GROUP = "fenced-group"
-
-
-def test_groups_are_placed_as_kafka_places_them_on_consumer_offsets() -> None:
-    # Values printed by Java 17's String.hashCode and (h & 0x7fffffff) % 50.
-    vectors = {
-        "": (0, 0),
-        "a": (97, 47),
-        "group": (98629247, 47),
-        "my-consumer-group": (1513705513, 13),
-        "Ünïcødé-群组": (-1040955690, 8),
-        "groupcoord-fleet-test": (-1886267384, 14),
-    }
-    for text, (h, p) in vectors.items():
-        assert (java_hash(text), partition_for(text, 50)) == (h, p), text
-
-
-def test_the_assignment_is_sticky_and_balanced() -> None:
-    parts = list(range(50))
-    first = assign_partitions(parts, {"m1": "a", "m2": "b"}, {})
-    assert sorted(len(v) for v in first.values()) == [25, 25]
-    previous = {p: {"m1": "a", "m2": "b"}[m] for m, ps in first.items() for p in ps}
-    # A third member joins (new aiokafka member ids, same processes): each keeps 17 at most.
-    second = assign_partitions(parts, {"x1": "a", "x2": "b", "x3": "c"}, previous)
-    assert sorted(len(v) for v in second.values()) == [16, 17, 17]
-    moved = [p for m, ps in second.items() for p in ps if previous[p] != {"x1": "a", "x2": "b",
-                                                                            "x3": "c"}[m]]
-    assert len(moved) == 16  # only the newcomer's share moved
-    assert sorted(p for ps in second.values() for p in ps) == parts
 
 
 def test_the_default_fleet_session_fits_a_stock_kafka() -> None:
