@@ -127,7 +127,12 @@ class ClusterLog:
 
 async def commit(bootstrap: str, group: str, offsets: dict[TP, int], timeout_s: float) -> None:
     """Commit `offsets` for `group` without joining it (module docstring)."""
-    consumer = AIOKafkaConsumer(group_id=group, **_options(bootstrap, timeout_s))
+    # No auto-commit: on stop() aiokafka would commit its positions, which it may have set from
+    # the offsets committed before ours, and put one partition back where the reset moved it from
+    # (seen in the Kafka-style reset tests, a partition at a time).
+    consumer = AIOKafkaConsumer(
+        group_id=group, enable_auto_commit=False, **_options(bootstrap, timeout_s)
+    )
     try:
         await consumer.start()
         consumer.assign(_tps(sorted(offsets)))

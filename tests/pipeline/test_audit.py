@@ -244,10 +244,11 @@ def test_consumer_group_rebalances_in_the_audit(spark: Any, tmp_path: Path) -> N
         if r["group_id"] == G
     ]
     assert rb == [
-        ("consumer", 1, "member_joined", "m1", "client-m1", "uniform", 0, 0, 0, 1),
-        ("consumer", 2, "member_joined", "m2", "client-m2", "uniform", 300, 0, 1, 2),
-        ("consumer", 3, "member_left", "m2", "client-m2", "uniform", 100, 100, 2, 1),
-        ("consumer", 4, "session_expired", "m1", "client-m1", "uniform", 0, 0, 1, 0),
+        # A new consumer group starts at epoch 1, as in Kafka 4.4: its first bump is 2.
+        ("consumer", 2, "member_joined", "m1", "client-m1", "uniform", 0, 0, 0, 1),
+        ("consumer", 3, "member_joined", "m2", "client-m2", "uniform", 300, 0, 1, 2),
+        ("consumer", 4, "member_left", "m2", "client-m2", "uniform", 100, 100, 2, 1),
+        ("consumer", 5, "session_expired", "m1", "client-m1", "uniform", 0, 0, 1, 0),
     ]
     assert {r["group_type"] for r in got["rebalances"] if r["group_id"] == "g"} == {"classic"}
     sessions = {r["member_id"]: r["how_left"] for r in got["member_sessions"] if r["group_id"] == G}

@@ -173,7 +173,9 @@ async def test_pipelined_requests_are_answered_in_order(stack: Stack, upstream: 
                 response = decode(0, 7, frame)
                 assert response.responses[0].partition_responses[0].error_code == 0
         assert got == expected
-        assert time.monotonic() - started_at >= 0.25  # the Fetch was really waited for
+        if upstream.kind == "tansu":  # the Fetch was really waited for (Kafka 4.4 once answered
+            # this one after 0.16 s, within its max wait: the order above is what matters)
+            assert time.monotonic() - started_at >= 0.25
         # Every produced record landed, the acks=0 ones included (same upstream link, in order):
         # the next record's offset says so, and on Kafka ListOffsets "latest" too (tansu 0.6.0
         # answers it with the last batch's base offset + 1).
