@@ -6,6 +6,31 @@ the CLIs can all use it without importing each other.
 
 from __future__ import annotations
 
+import logging
+import socket
+
+log = logging.getLogger("groupcoord.server")
+
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def advertised_host(configured: str | None, bound_host: str) -> str:
+    """The host put in Metadata and FindCoordinator answers: --advertised-host, else the bound
+    host. A wildcard bind is no address a client can use: then this machine's host name, not
+    getfqdn() (often "localhost" through /etc/hosts, which a client in another container takes
+    for itself), said once in the log (Kafka's default listener host is chosen silently)."""
+    host = configured or bound_host
+    if host not in WILDCARDS:
+        return host
+    name = socket.gethostname()
+    log.warning(
+        "listening on all interfaces (%s) with no --advertised-host: advertising this machine's "
+        "host name %r; set --advertised-host to the name clients reach",
+        bound_host,
+        name,
+    )
+    return name
+
 
 def parse_host_port(value: str) -> tuple[str, int]:
     """'HOST:PORT' -> (host, port); '[::1]:9092' -> ('::1', 9092). Raises ValueError."""

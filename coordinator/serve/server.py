@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import struct
 import sys
 import time
@@ -41,7 +40,7 @@ from coordinator.core.messages import (
 )
 from coordinator.core.topics import TopicCatalog, TopicInfo
 from coordinator.security.sasl import credentials_from
-from coordinator.serve import adapters, trace
+from coordinator.serve import adapters, addresses, trace
 from coordinator.serve.journal import DiskJournal
 from coordinator.serve.lifecycle import OncePerKey
 from coordinator.serve.listener import Listening, start_listener
@@ -399,17 +398,7 @@ class Server:
         host, port = sock.getsockname()[:2]
         if self.options.port == 0:
             self.options.port = port
-        advertised_host = self.options.advertised_host or host
-        if advertised_host in ("0.0.0.0", "::", ""):
-            # A wildcard bind is no address a client can use. The host name, not getfqdn(): that
-            # is often "localhost" through /etc/hosts, which a client elsewhere (another
-            # container) takes for itself. Said once, as Kafka's default listener host is silent.
-            advertised_host = socket.gethostname()
-            log.warning(
-                "listening on all interfaces (%s) with no --advertised-host: advertising this "
-                "machine's host name %r; set --advertised-host to the name clients reach",
-                host, advertised_host,
-            )  # fmt: skip
+        advertised_host = addresses.advertised_host(self.options.advertised_host, host)
         self.advertised = broker.Advertised(advertised_host, port)
         log.info("listening on %s:%d", host, port)
         await self._load(self.core)
@@ -716,14 +705,10 @@ class Server:
         if self._after_load(self._produce, conn, header, request, t0):
             return
         refusal = broker.produce_response(header.api_version, request, self.catalog)
-        # Some clients show only the code ("Broker: Invalid request"), so the reason is also in
-        # our log, once per client (rate-limited like the other refusals).
-        topics = sorted({t.name for t in request.topic_data})
-        self.refusals.log(
-            (conn.client_host, header.client_id, header.api_key),
-            "refusing Produce to %s from %s (client id %r): %s", ",".join(topics),
-            conn.client_host.lstrip("/"), header.client_id, broker.PRODUCE_REFUSED,
-        )  # fmt: skip
+        # Some clients show only the code ("Broker: Invalid request"): the reason, once a client.
+        topics, who, cid = {t.name for t in request.topic_data}, conn.client_host, header.client_id
+        why = "refusing Produce to %s from %s (client id %r): " + broker.PRODUCE_REFUSED
+        self.refusals.log((who, cid, 0), why, ",".join(sorted(topics)), who.lstrip("/"), cid)
         # acks=0 has no answer; an empty send frees the connection for its next request.
         conn.send(b"" if refusal is None else codec.encode_response(header, refusal))
         self._done(header, t0)
