@@ -75,16 +75,20 @@ def peers_dir() -> Path:
     return Path(os.environ.get("GROUPCOORD_PEERS", str(realclients.DEFAULT_PEERS))).resolve()
 
 
+def _running(cluster: Any) -> Iterator[Any]:
+    """A session's cluster, started, and stopped at the end of the run."""
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
 @pytest.fixture(scope="session")
 def _kafka_session(peers_dir: Path, tmp_path_factory: pytest.TempPathFactory
                    ) -> Iterator[Any]:
     from tests.support.kafka import KafkaCluster
 
-    cluster = KafkaCluster(peers_dir, tmp_path_factory.mktemp("kafka1"), size=1)
-    try:
-        yield cluster.start()
-    finally:
-        cluster.stop()
+    yield from _running(KafkaCluster(peers_dir, tmp_path_factory.mktemp("kafka1"), size=1))
 
 
 @pytest.fixture(scope="session")
@@ -92,11 +96,7 @@ def _kafka3_session(peers_dir: Path, tmp_path_factory: pytest.TempPathFactory
                     ) -> Iterator[Any]:
     from tests.support.kafka import KafkaCluster
 
-    cluster = KafkaCluster(peers_dir, tmp_path_factory.mktemp("kafka3"), size=3)
-    try:
-        yield cluster.start()
-    finally:
-        cluster.stop()
+    yield from _running(KafkaCluster(peers_dir, tmp_path_factory.mktemp("kafka3"), size=3))
 
 
 @pytest.fixture(scope="session")
@@ -107,12 +107,8 @@ def _kafka_secure_session(peers_dir: Path, tmp_path_factory: pytest.TempPathFact
 
     certs = make_certs(tmp_path_factory.mktemp("kafka-secure-certs"))
     security = Secured(certs.ca, certs.server_cert, certs.server_key, SECURE_USERS)
-    cluster = KafkaCluster(peers_dir, tmp_path_factory.mktemp("kafka-secure"), size=1,
-                           security=security)
-    try:
-        yield cluster.start()
-    finally:
-        cluster.stop()
+    yield from _running(KafkaCluster(peers_dir, tmp_path_factory.mktemp("kafka-secure"), size=1,
+                                     security=security))
 
 
 @pytest.fixture
