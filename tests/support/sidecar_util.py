@@ -97,13 +97,23 @@ class Relay:
         self._server = await asyncio.start_server(self._relay, HOST, self.port,
                                                   reuse_address=True)
 
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _upstream(
+        self, writer: asyncio.StreamWriter
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """The connection to `target` for a client's `writer`; None (the client reset) when the
+        target refuses."""
         try:
             up_reader, up_writer = await asyncio.open_connection(HOST, self.target)
         except OSError:
             writer.transport.abort()
-            return
+            return None
         self._writers |= {writer, up_writer}
+        return up_reader, up_writer
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if (upstream := await self._upstream(writer)) is None:
+            return
+        up_reader, up_writer = upstream
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             with contextlib.suppress(OSError, asyncio.CancelledError):
@@ -140,12 +150,9 @@ class MetadataScript(Relay):
         self.scripted = 0
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection(HOST, self.target)
-        except OSError:
-            writer.transport.abort()
+        if (upstream := await self._upstream(writer)) is None:
             return
-        self._writers |= {writer, up_writer}
+        up_reader, up_writer = upstream
         asked: dict[int, tuple[int, int]] = {}  # correlation id -> (api key, version)
 
         async def frames(src: asyncio.StreamReader, dst: asyncio.StreamWriter,
