@@ -53,7 +53,7 @@ lint: $(VENV)/.installed-test
 	$(BIN)/lint-imports
 
 test: lint peers
-	GROUPCOORD_PEERS=$(abspath $(PEERS)) $(BIN)/pytest -q -p no:cacheprovider
+	GROUPCOORD_PEERS=$(abspath $(PEERS)) $(BIN)/pytest -q -p no:cacheprovider --durations=40
 
 unit: $(VENV)/.installed-test
 	$(BIN)/pytest -q -p no:cacheprovider -m "not clients"
