@@ -26,6 +26,9 @@ warm-up pass: the same workload once, on other group names (or its own topic), n
     members and topic of 2,000 partitions, both servers' heartbeat interval 100 ms).
 `sidecar_kafka` -- the `sidecar` scenario with Kafka as the upstream: produce/consume through a
   `--state local` sidecar (groupcoord column) vs straight to Kafka (kafka column).
+`fleet_kafka` -- the `fleet` scenario's kill -9 failover rounds with Kafka as the upstream (its
+  consumer group is what moves a dead member's partitions; Kafka not pinned, the members on the
+  server core): issue 37's goals, p50 <= 1.5 s and max <= 3 s, 0 acknowledged commits lost.
 `idle` -- ms of CPU per 10 s of servers with no clients, from /proc (all threads), once start-up
   has settled: a standalone groupcoord, a `--state local` sidecar and a fleet member (state on the
   upstream) in front of an idle Kafka; and that Kafka itself for reference.
@@ -46,6 +49,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bench import loadgen, servers, wire
+from bench import scenario_fleet as fleet
 from bench import scenario_rebalance as rebalance
 from bench import scenario_sidecar as sidecar
 from bench import scenario_storage as storage
@@ -341,8 +345,11 @@ async def kip848_measure(server: servers.Server, tag: str) -> dict[str, float]:
     cpu0 = server.cpu_s()
     n = KIP848_MEMBERS
     got = await rebalance.run_phases(server.port, "consumer", n, prefix=tag, phases=True)
-    return {"kip848_form_s": got[f"rb_consumer_form_{n}"],
-            "kip848_join1_s": got[f"rb_consumer_join1_{n}"], "kip848_cpu_s": server.cpu_s() - cpu0}
+    return {
+        "kip848_form_s": got[f"rb_consumer_form_{n}"],
+        "kip848_join1_s": got[f"rb_consumer_join1_{n}"],
+        "kip848_cpu_s": server.cpu_s() - cpu0,
+    }
 
 
 @register(
@@ -410,6 +417,32 @@ async def sidecar_kafka(ctx: Context, _server: object) -> dict[str, float]:
         "warm-up); neither server pinned, as in the sidecar scenario"
     )
     return got
+
+
+# ---- fleet failover on Kafka ------------------------------------------------------------------
+
+
+@register(
+    "fleet_kafka",
+    f"sidecar fleet in front of Kafka 4.4: {fleet.FLEET_SIZE} members, kill -9 failover rounds "
+    f"({fleet.FAILOVER_ROUNDS}, --quick {fleet.QUICK_FAILOVER_ROUNDS})",
+    fleet.failover_metrics(Goal("<", 1.5), Goal("<", 3.0)),
+    serverless=True,
+)
+async def fleet_kafka(ctx: Context, _server: object) -> dict[str, float]:
+    kafka = await start_kafka(None)
+    members: list[fleet.Member] = []
+    graveyard: list[str] = []
+    try:
+        await create_topic(kafka.port, storage.TOPIC, 1)
+        members = [start_member(ctx, kafka.port) for _ in range(fleet.FLEET_SIZE)]
+        await settle(members)
+        await fleet.wait_topic([m.port for m in members])
+        return await fleet.failovers(ctx, members, kafka.port, graveyard, "fleet_kafka")
+    finally:
+        for m in members:
+            m.stop()
+        kafka.stop()
 
 
 # ---- idle CPU ---------------------------------------------------------------------------------

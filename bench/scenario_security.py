@@ -49,8 +49,19 @@ def mode_args(mode: str, d: Path, ca: Path, cert: Path, key: Path) -> list[str]:
         return ["--security-protocol", "SSL", *tls]
     users = d / "users.txt"
     users.write_text(f"{USER}:{PASSWORD}\nadmin:admin-secret\n")
-    return ["--security-protocol", "SASL_SSL", *tls, "--sasl-users-file", str(users),
-            "--sasl-mechanisms", "PLAIN", "--authorizer", "acl", "--super-users", "User:admin"]
+    return [
+        "--security-protocol",
+        "SASL_SSL",
+        *tls,
+        "--sasl-users-file",
+        str(users),
+        "--sasl-mechanisms",
+        "PLAIN",
+        "--authorizer",
+        "acl",
+        "--super-users",
+        "User:admin",
+    ]
 
 
 def start(ctx: Context, args: list[str], context: ssl.SSLContext | None) -> servers.Server:
@@ -58,18 +69,35 @@ def start(ctx: Context, args: list[str], context: ssl.SSLContext | None) -> serv
     plaintext probe would be refused)."""
     if context is None:
         return servers.start_groupcoord(ctx.server_core, args)
-    argv = [sys.executable, "-m", "coordinator.cli", "serve", "--listen",
-            f"{servers.HOST}:{{port}}", "--data-dir", "{dir}", "--initial-rebalance-delay-ms", "0",
-            "--session-timeout-min-ms", "1000", "--session-timeout-max-ms", "300000",
-            "--metrics-listen", "", *args]
+    argv = [
+        sys.executable,
+        "-m",
+        "coordinator.cli",
+        "serve",
+        "--listen",
+        f"{servers.HOST}:{{port}}",
+        "--data-dir",
+        "{dir}",
+        "--initial-rebalance-delay-ms",
+        "0",
+        "--session-timeout-min-ms",
+        "1000",
+        "--session-timeout-max-ms",
+        "300000",
+        "--metrics-listen",
+        "",
+        *args,
+    ]
     server = servers._spawn("groupcoord", argv, ctx.server_core, {"PYTHONUNBUFFERED": "1"})
     deadline = time.monotonic() + 30
     while True:
         if server.proc.poll() is not None:
             raise RuntimeError(f"groupcoord exited:\n{server.log_tail()}")
         try:
-            with socket.create_connection((servers.HOST, server.port), timeout=2) as raw, \
-                    context.wrap_socket(raw, server_hostname=servers.HOST):
+            with (
+                socket.create_connection((servers.HOST, server.port), timeout=2) as raw,
+                context.wrap_socket(raw, server_hostname=servers.HOST),
+            ):
                 return server
         except OSError:
             if time.monotonic() > deadline:
@@ -89,15 +117,21 @@ def _sasl_authenticate(token: bytes) -> tuple[int, int, bytes]:
 async def connect(port: int, context: ssl.SSLContext | None, sasl: bool) -> loadgen.Conn:
     loop = asyncio.get_running_loop()
     _, conn = await loop.create_connection(
-        loadgen.Conn, servers.HOST, port, ssl=context,
-        server_hostname=servers.HOST if context else None)
+        loadgen.Conn,
+        servers.HOST,
+        port,
+        ssl=context,
+        server_hostname=servers.HOST if context else None,
+    )
     body = await conn.request(wire.api_versions_v0(), timeout=30)
     error, _ = wire.decode_api_versions_v0(body)
     if error:
         raise loadgen.ProtocolError(f"ApiVersions error {error}")
     if sasl:
-        for request in (_sasl_handshake("PLAIN"),
-                        _sasl_authenticate(f"\0{USER}\0{PASSWORD}".encode())):
+        for request in (
+            _sasl_handshake("PLAIN"),
+            _sasl_authenticate(f"\0{USER}\0{PASSWORD}".encode()),
+        ):
             body = await conn.request(request, timeout=60)
             error = wire.Reader(body).i16()
             if error:
@@ -105,12 +139,14 @@ async def connect(port: int, context: ssl.SSLContext | None, sasl: bool) -> load
     return conn
 
 
-async def connect_many(port: int, context: ssl.SSLContext | None, sasl: bool,
-                       n: int) -> list[loadgen.Conn]:
+async def connect_many(
+    port: int, context: ssl.SSLContext | None, sasl: bool, n: int
+) -> list[loadgen.Conn]:
     conns: list[loadgen.Conn] = []
     for first in range(0, n, 100):  # TLS handshakes and PBKDF2 checks: 100 at a time
-        conns += await asyncio.gather(*(connect(port, context, sasl)
-                                        for _ in range(min(100, n - first))))
+        conns += await asyncio.gather(
+            *(connect(port, context, sasl) for _ in range(min(100, n - first)))
+        )
     return conns
 
 
@@ -118,13 +154,19 @@ async def grant_bench_groups(port: int, context: ssl.SSLContext) -> None:
     """As the super user: ALLOW User:bench READ on GROUP bench-* (CreateAcls v1)."""
     admin = await connect(port, context, sasl=False)
     try:
-        for request in (_sasl_handshake("PLAIN"),
-                        _sasl_authenticate(b"\0admin\0admin-secret")):
+        for request in (_sasl_handshake("PLAIN"), _sasl_authenticate(b"\0admin\0admin-secret")):
             body = await admin.request(request, timeout=30)
             if wire.Reader(body).i16():
                 raise loadgen.ProtocolError("admin login refused")
-        creation = (wire.i8(3) + wire.string("bench-") + wire.i8(4) + wire.string(f"User:{USER}")
-                    + wire.string("*") + wire.i8(3) + wire.i8(3))  # GROUP PREFIXED READ ALLOW
+        creation = (
+            wire.i8(3)
+            + wire.string("bench-")
+            + wire.i8(4)
+            + wire.string(f"User:{USER}")
+            + wire.string("*")
+            + wire.i8(3)
+            + wire.i8(3)
+        )  # GROUP PREFIXED READ ALLOW
         body = await admin.request((30, 1, wire.array([creation])), timeout=30)
         reader = wire.Reader(body)
         reader.i32()  # throttle
@@ -135,8 +177,9 @@ async def grant_bench_groups(port: int, context: ssl.SSLContext) -> None:
         admin.close()
 
 
-async def one_mode(ctx: Context, mode: str, d: Path, files: tuple[Path, Path, Path],
-                   warmup: float, measure: float) -> dict[str, float]:
+async def one_mode(
+    ctx: Context, mode: str, d: Path, files: tuple[Path, Path, Path], warmup: float, measure: float
+) -> dict[str, float]:
     ca, cert, key = files
     context = None if mode == "plaintext" else ssl.create_default_context(cafile=str(ca))
     sasl = mode == "sasl_ssl_acl"
@@ -175,13 +218,19 @@ _LABELS = {"plaintext": "plaintext", "tls": "TLS", "sasl_ssl_acl": "SASL_SSL + A
     "security",
     "heartbeats over plaintext / TLS / SASL_SSL with ACLs (1,000 members, 1,000 connections)",
     [
-        *(m for mode in MODES for m in (
-            Metric(f"sec_{mode}_rate", f"{_LABELS[mode]}: full load throughput", "hb/s"),
-            Metric(f"sec_{mode}_p99", f"{_LABELS[mode]}: full load p99", "ms"),
-            Metric(f"sec_{mode}_cpu_us", f"{_LABELS[mode]}: server CPU per heartbeat", "us"),
-            Metric(f"sec_{mode}_open_p99", f"{_LABELS[mode]}: {OPEN_RATE // 1000}k/s p99", "ms"),
-            Metric(f"sec_{mode}_connect_s", f"{_LABELS[mode]}: 1,000 connections set up", "s"),
-        )),
+        *(
+            m
+            for mode in MODES
+            for m in (
+                Metric(f"sec_{mode}_rate", f"{_LABELS[mode]}: full load throughput", "hb/s"),
+                Metric(f"sec_{mode}_p99", f"{_LABELS[mode]}: full load p99", "ms"),
+                Metric(f"sec_{mode}_cpu_us", f"{_LABELS[mode]}: server CPU per heartbeat", "us"),
+                Metric(
+                    f"sec_{mode}_open_p99", f"{_LABELS[mode]}: {OPEN_RATE // 1000}k/s p99", "ms"
+                ),
+                Metric(f"sec_{mode}_connect_s", f"{_LABELS[mode]}: 1,000 connections set up", "s"),
+            )
+        ),
         Metric("sec_tls_rate_ratio", "TLS / plaintext throughput", "x"),
         Metric("sec_errors", "heartbeat errors", "count"),
     ],

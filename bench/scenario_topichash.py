@@ -187,7 +187,7 @@ async def run(ctx: Context, server: object) -> dict[str, float]:
     # Topic changes: a typical topic (few readers), the hot one, and one nobody reads.
     readers = {name: len(core.topic_hashes.readers(name)) for name in (t.name for t in catalog)}
     typical = next(n for n, r in readers.items() if r == max(1, round(statistics.median(
-        [r for r in readers.values() if r])))) # fmt: skip
+        [r for r in readers.values() if r]))))  # fmt: skip
     unread = next(n for n, r in readers.items() if r == 0)
     # Each on a fresh core: a group already rebalancing is (rightly) not marked again.
     typical_ms, typical_marked = change_ms(core, typical)
