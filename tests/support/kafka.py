@@ -338,9 +338,15 @@ class KafkaCluster:
 
 
 def _random_cluster_id() -> str:
+    """As Kafka's Uuid.randomUuid: never one that starts with '-', which kafka-storage's
+    `-t` would read as an option (1 in 64 ids: "argument --cluster-id/-t: expected one
+    argument", and every test on that cluster errors)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
 
 
 def _broker_count(port: int) -> int:
