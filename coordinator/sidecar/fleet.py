@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import socket
@@ -130,6 +131,12 @@ class OwnerMap:
 
 
 FLEET_PORT = 9094
+
+
+@functools.lru_cache(maxsize=256)
+def _owner_address(owner: str) -> tuple[str, int]:
+    """A partition's owner as `locate` forwards to it: parsed once, not on every request."""
+    return parse_host_port(owner)
 
 
 def fleet_listen_address(
@@ -246,7 +253,7 @@ class Fleet:
         if status == "loading":
             return LOADING
         if status == "remote" and part.owner:
-            return Where(Placement.REMOTE, parse_host_port(part.owner))
+            return Where(Placement.REMOTE, _owner_address(part.owner))
         if status == "unassigned":
             # The fleet is forming (a member that just started, or one still joining) or the
             # partition is between owners: what a Kafka broker answers while it loads its

@@ -28,6 +28,7 @@ one place for upstream connection settings (security goes there).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import struct
@@ -70,8 +71,12 @@ def java_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's partitionFor(groupId): Utils.abs(hashCode) % n, where Utils.abs is & 0x7fffffff."""
+    """Kafka's partitionFor(groupId): Utils.abs(hashCode) % n, where Utils.abs is & 0x7fffffff.
+    Memoized: a fleet member asks it for every group request it routes (coordinator.sidecar.fleet
+    `locate`) and every record it journals; hashing the id each time was a tenth of a forwarded
+    heartbeat's cost."""
     return (java_hash(group_id) & 0x7FFFFFFF) % partitions
 
 
