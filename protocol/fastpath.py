@@ -24,7 +24,14 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 
-from .apis import HEARTBEAT, OFFSET_COMMIT
+from .apis import (
+    CONSUMER_GROUP_HEARTBEAT,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    OFFSET_COMMIT,
+    SYNC_GROUP,
+)
 
 _SIZE_AND_HEADER: Final = struct.Struct(">ihhih")  # size, api key, version, correlation, client id
 _I16: Final = struct.Struct(">h")
@@ -279,6 +286,24 @@ def decode_client_id(raw: bytes) -> str:
             _client_ids.clear()
         _client_ids[raw] = client_id
     return client_id
+
+
+# The group APIs whose request body opens with the group id (OffsetCommit, JoinGroup, Heartbeat,
+# LeaveGroup, SyncGroup and ConsumerGroupHeartbeat, every version: their JSON schemas' first field).
+GROUP_FIRST: Final = frozenset(
+    {OFFSET_COMMIT, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT}
+)
+
+
+def leading_group_id(data: bytes, offset: int, flexible: bool) -> str | None:
+    """The group id a GROUP_FIRST request's body opens with, `offset` being the body's start in
+    `data` (a compact string when `flexible`); None when unsure, as the fast paths above. Only
+    that field is read: the rest of the body is the general decoder's to judge."""
+    try:
+        group_id, _ = _compact_string(data, offset) if flexible else _string(data, offset)
+    except (_Unsure, struct.error, IndexError, UnicodeDecodeError):
+        return None
+    return group_id
 
 
 class _Unsure(Exception):

@@ -9,7 +9,10 @@ member; the member it reached routes it by `Locator.locate(group_id)`:
   group error in that API and version (`adapters.error_response`; per group for batched APIs).
   Clients retry on both, the second after finding the coordinator again, as with Kafka.
 - REMOTE: the client's frame, unchanged, to the owner's fleet listener; its answer, unchanged,
-  back to the client.
+  back to the client. A request of one group whose body opens with the group id (Heartbeat,
+  OffsetCommit, Join/Sync/LeaveGroup, ConsumerGroupHeartbeat) is routed from its header and
+  group id alone when no ACLs are on (`_forwarded`): the owner decodes the body, and a body it
+  cannot read closes the client's connection once the owner has dropped the link.
 
 Invariants:
 - Per client connection, one link of its own per owner address (`Router`), closed with the
@@ -48,7 +51,7 @@ from coordinator.serve.server import Connection, Server
 from coordinator.sidecar.placement import LOCAL, UNKNOWN, Locator, Placement, Where
 from coordinator.sidecar.slots import LocalReply, SlotOwner
 from coordinator.sidecar.upstream import Broker, Link, UpstreamUnavailable
-from protocol import apis, codec
+from protocol import apis, codec, fastpath
 from protocol.codec import RequestHeader
 
 log = logging.getLogger("groupcoord.sidecar.forward")
@@ -277,6 +280,9 @@ class Router:
         """Route one group request `frame` (size prefix included); `answer` gets its response."""
         server = self._server
         t0 = server.stats.clock() if server.stats is not None else 0
+        gate = server.gate
+        if gate is None and not self._from_peer and self._forwarded(frame, locator, t0, answer):
+            return
         try:
             header, request = codec.decode_request(frame[4:])
         except codec.UnsupportedVersion as exc:
@@ -285,7 +291,6 @@ class Router:
         except codec.DecodeError as exc:
             self._client.abort(f"malformed request: {exc}")
             return
-        gate = server.gate
         if gate is not None and not self._from_peer:
             # Judged here, by the member the client is connected to (its principal is known
             # only here); a member trusts what other members forward, and with a secured
@@ -320,6 +325,42 @@ class Router:
         gather = _Gather(len(parts), finish)
         for index, part in enumerate(parts):
             self._part(part, header, t0, gather.sink(index))
+
+    def _forwarded(self, frame: bytes, locator: Locator, t0: int, answer: Answer) -> bool:
+        """A request of one group that another member owns, sent there as it came: found from the
+        header and the group id alone (`fastpath.leading_group_id`), without decoding the body,
+        which the owner does. (Half a forwarded heartbeat's cost here was that decode.) False:
+        anything else, left to `route`'s general path."""
+        try:
+            header, offset = codec.parse_request_header(frame[4:])
+        except codec.DecodeError:
+            return False  # the general path answers or closes
+        if header.api_key not in fastpath.GROUP_FIRST:
+            return False
+        flexible = apis.APIS[header.api_key].flexible(header.api_version)
+        group_id = fastpath.leading_group_id(frame, 4 + offset, flexible)
+        if group_id is None:
+            return False
+        where = locator.locate(group_id)
+        if where.placement is not Placement.REMOTE or where.address is None:
+            return False
+
+        def relay(response: bytes | None) -> None:
+            if response is not None:
+                answer(response)
+                return
+            # No answer (rare): the body decoded now, for the error's fields; one the owner could
+            # not read closes the client's connection, as `route`'s decode would have at once.
+            try:
+                _, request = codec.decode_request(frame[4:])
+            except codec.DecodeError as exc:
+                self._client.abort(f"malformed request: {exc}")
+                return
+            context = adapters.error_context(header, request)
+            answer(self._error(header, context, _NOT_COORDINATOR, t0))
+
+        self._send(where.address, frame, header.correlation_id, relay)
+        return True
 
     def _whole(
         self,

@@ -11,8 +11,10 @@ from __future__ import annotations
 import datetime
 import struct
 import sys
+from typing import Any
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
@@ -382,3 +384,34 @@ def test_a_failed_fast_commit_gets_every_partition_the_error() -> None:
         (t.name, [(p.partition_index, p.error_code) for p in t.partitions])
         for t in response.topics  # type: ignore[attr-defined]
     ] == [("t", [(0, ErrorCode.not_coordinator), (3, ErrorCode.not_coordinator)])]
+
+
+# ---- the group id a forwarded request is routed by (coordinator.sidecar.forward._forwarded) ----
+
+GROUP_FIRST_VERSIONS = [
+    (api_key, version)
+    for api_key in sorted(fastpath.GROUP_FIRST)
+    for version in range(apis.APIS[api_key].min_version, apis.APIS[api_key].max_version + 1)
+]
+
+
+@pytest.mark.parametrize(("api_key", "version"), GROUP_FIRST_VERSIONS)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_leading_group_id_agrees_with_kio(api_key: int, version: int, data: st.DataObject) -> None:
+    request: Any = data.draw(st.from_type(apis.request_class(api_key, version)))
+    frame = request_frame(api_key, version, write(request))
+    _, offset = codec.parse_request_header(frame)
+    flexible = apis.is_flexible(api_key, version)
+    got = fastpath.leading_group_id(frame, offset, flexible)
+    if flexible and len(request.group_id.encode()) >= 127:
+        assert got is None  # a long compact string: the general path's
+    else:
+        assert got == request.group_id
+
+
+def test_leading_group_id_is_none_for_a_cut_frame() -> None:
+    frame = request_frame(HEARTBEAT, 2, struct.pack(">h", 5) + b"gr")
+    _, offset = codec.parse_request_header(frame)
+    assert fastpath.leading_group_id(frame, offset, False) is None
+    assert fastpath.leading_group_id(frame, len(frame), True) is None

@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import datetime
 import logging
+import struct
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from coordinator.sidecar.placement import LOADING, LOCAL, UNKNOWN, Placement, Wh
 from coordinator.sidecar.proxy import Sidecar, SidecarConnection, SidecarOptions
 from protocol import apis, codec
 from protocol.codec import RequestHeader
+from tests.protocol.test_codec import request_frame
 from tests.support.realclients import free_port, wait_until
 from tests.support.sidecar_util import RawClient, Relay, decode, kio
 
@@ -518,8 +520,10 @@ async def test_loading_and_unknown_groups_get_retriable_errors(fleet: Any) -> No
     try:
         # A Heartbeat to a loading group is answered NONE, as Kafka's GroupCoordinatorService
         # does ("blindly respond"): aiokafka takes LOAD_IN_PROGRESS on a Heartbeat as fatal.
-        for group, error, beat in (("loading", LOAD_IN_PROGRESS, NONE),
-                                   ("lost", NOT_COORDINATOR, NOT_COORDINATOR)):
+        for group, error, beat in (
+            ("loading", LOAD_IN_PROGRESS, NONE),
+            ("lost", NOT_COORDINATOR, NOT_COORDINATOR),
+        ):
             assert (await client.call(heartbeat(group))).error_code == beat
             assert (await client.call(offset_fetch(group))).error_code == error
             response = await commit(client, group, 1, "m", 5)
@@ -555,6 +559,26 @@ async def test_an_unreachable_or_failing_owner_is_not_coordinator_and_the_client
     finally:
         client.close()
         failing.close()
+
+
+async def test_a_malformed_request_for_a_remote_group_closes_the_clients_connection(
+    fleet: Any,
+) -> None:
+    """Routed by its header and group id alone (forward._forwarded), a request whose body cannot
+    be read still closes the client's connection, as a Kafka broker does, once the owner has
+    refused it; it is never answered."""
+    a, b = await fleet(), await fleet()
+    a.table.where["x"] = b.owner
+    client = await RawClient.connect(a.port)
+    try:
+        # Heartbeat v0: the group id, then a generation id cut short.
+        body = struct.pack(">h", 1) + b"x" + b"\x00"
+        frame = request_frame(apis.HEARTBEAT, 0, body)
+        client.writer.write(struct.pack(">i", len(frame)) + frame)
+        with pytest.raises(ConnectionError):
+            await client.receive()
+    finally:
+        client.close()
 
 
 async def test_requests_from_peers_are_never_forwarded(fleet: Any) -> None:
