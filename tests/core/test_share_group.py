@@ -77,8 +77,8 @@ def test_assignment_is_sent_on_join_full_request_or_change_only() -> None:
 def test_request_errors_are_invalid_request() -> None:
     c = coordinator()
     for req, message in [
-        (ShareGroupHeartbeat("g", "", 0, None, ("t1",)), "Invalid member id in the request."),
-        (ShareGroupHeartbeat("g", "m" * 37, 0, None, ("t1",)), "Invalid member id in the request."),
+        (ShareGroupHeartbeat("g", "", 0, None, ("t1",)), None),  # KafkaApis: no message
+        (ShareGroupHeartbeat("g", "m" * 37, 0, None, ("t1",)), None),
         (ShareGroupHeartbeat("", "m", 0, None, ("t1",)), "GroupId can't be empty."),
         (ShareGroupHeartbeat("g", "m", 0, "", ("t1",)), "RackId can't be empty."),
         (

@@ -99,6 +99,9 @@ class ShareGroupCoordinator:
     # -- ShareGroupHeartbeat -----------------------------------------------------------------------
 
     def heartbeat(self, req: ShareGroupHeartbeat, now_ms: int) -> ShareResult:
+        if not req.member_id or len(req.member_id) > 36:
+            # KafkaApis.isMemberIdValid: its error response carries no message (Kafka 4.4).
+            return ShareResult(ShareHeartbeatResponse(E.invalid_request))
         refused = _request_error(req)
         if refused is not None:
             return ShareResult(ShareHeartbeatResponse(E.invalid_request, refused))
@@ -106,8 +109,8 @@ class ShareGroupCoordinator:
             return self._leave(req)
         gid, mid = req.group_id, req.member_id
         group = self.groups.get(gid)
-        if group is None and req.member_epoch != 0:
-            return _refuse(E.group_id_not_found, f"Group {gid} not found.")
+        if group is None and req.member_epoch != 0:  # getOrMaybeCreateShareGroup's words
+            return _refuse(E.group_id_not_found, f"Share group {gid} not found.")
         group = group or ShareGroup(gid)
         member = group.members.get(mid)
         if member is None and len(group.members) >= self.config.max_size:
@@ -387,9 +390,6 @@ class ShareGroupCoordinator:
 
 
 def _request_error(req: ShareGroupHeartbeat) -> str | None:
-    if not req.member_id or len(req.member_id) > 36:
-        # KafkaApis.isMemberIdValid, before the coordinator's own "MemberId can't be empty."
-        return "Invalid member id in the request."
     if not req.group_id:
         return "GroupId can't be empty."
     if req.rack_id == "":
