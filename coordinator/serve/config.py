@@ -37,6 +37,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from coordinator.core.effects import CoordinatorConfig
+from coordinator.core.share.values import SharePartitionConfig
 from coordinator.serve.addresses import parse_host_port, parse_upstream
 
 Kind = Literal["str", "int", "bool", "list"]
@@ -91,6 +92,14 @@ def at_least(low: int) -> Callable[[int], None]:
     def check(value: int) -> None:
         if value < low:
             raise ValueError(f"must be >= {low}, got {value}")
+
+    return check
+
+
+def between(low: int, high: int) -> Callable[[int], None]:
+    def check(value: int) -> None:
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}, got {value}")
 
     return check
 
@@ -202,6 +211,23 @@ SETTINGS: list[Setting] = [
             "group.consumer.assignment.interval.ms (KIP-848 consumer groups, KIP-1263): the "
             "target assignment is computed at most once per interval; 0 = on every change",
             at_least(0), metavar="MS"),
+    # KIP-932 share groups (Kafka 4.4's broker defaults and bounds).
+    Setting("share_session_timeout_ms", "int", 45_000,
+            "group.share.session.timeout.ms (KIP-932 share groups)", at_least(1), metavar="MS"),
+    Setting("share_heartbeat_interval_ms", "int", 5_000,
+            "group.share.heartbeat.interval.ms (KIP-932 share groups)", at_least(1),
+            metavar="MS"),
+    Setting("share_max_size", "int", 200, "group.share.max.size: members per share group",
+            between(1, 1000), metavar="N"),
+    Setting("share_record_lock_duration_ms", "int", 30_000,
+            "group.share.record.lock.duration.ms: how long a share consumer holds the records it "
+            "fetched before they are delivered again", between(1000, 3_600_000), metavar="MS"),
+    Setting("share_delivery_count_limit", "int", 5,
+            "group.share.delivery.count.limit: deliveries of a record before it is archived",
+            between(2, 10), metavar="N"),
+    Setting("share_partition_max_record_locks", "int", 2000,
+            "group.share.partition.max.record.locks: records in flight per share partition",
+            between(100, 10_000), metavar="N"),
     Setting("consumer_migration_policy", "str", "bidirectional",
             "group.consumer.migration.policy: online upgrade of a non-empty classic group to a "
             "consumer group and downgrade back", choices=("bidirectional", "upgrade", "downgrade",
@@ -473,6 +499,11 @@ def coordinator_config(settings: Settings) -> CoordinatorConfig:
         f.name: settings[f.name] for f in fields(CoordinatorConfig) if f.name in settings.names()
     }
     values["offsets_retention_ms"] = int(settings.offsets_retention_minutes) * 60_000
+    values["share_partition"] = SharePartitionConfig(
+        record_lock_duration_ms=int(settings.share_record_lock_duration_ms),
+        delivery_count_limit=int(settings.share_delivery_count_limit),
+        max_record_locks=int(settings.share_partition_max_record_locks),
+    )
     return CoordinatorConfig(**values)
 
 
