@@ -1,5 +1,6 @@
-"""Fast paths for the two hottest APIs, Heartbeat and OffsetCommit: requests parsed and OffsetCommit
-responses encoded without kio.
+"""Fast paths for the hottest APIs, Heartbeat and OffsetCommit: requests parsed and OffsetCommit
+responses encoded without kio; and ConsumerGroupHeartbeat responses (KIP-848's every-member beat)
+encoded without kio.
 
 Heartbeats are most of a coordinator's traffic (every member, every `heartbeat.interval.ms`), so
 their cost decides throughput. kio's decode is not the slow part; what this saves is the general
@@ -378,6 +379,72 @@ def offset_commit_response_frame(
             parts.extend([pack(p.partition, p.error) for p in partitions])
     body = b"".join(parts)
     return _SIZE_AND_CORRELATION.pack(len(body) + 4, correlation_id) + body
+
+
+# -- ConsumerGroupHeartbeat responses ----------------------------------------------------------
+#
+# ConsumerGroupHeartbeatResponse.json, v0-v1 (the same fields; flexible, so header v1): throttle
+# int32, error int16, error message and member id (compact nullable strings), member epoch and
+# heartbeat interval int32, the assignment (a nullable struct: int8 -1 = null, 1 = present) of
+# [topic id uuid, [partition int32]], each struct ending in its tagged fields (none). kio's
+# pure-Python writer took a tenth of a 5,000-member group's forming; this is what it writes.
+
+_BEAT_FIXED: Final = struct.Struct(">ii")  # member epoch, heartbeat interval
+_THROTTLE_AND_ERROR: Final = struct.Struct(">xih")  # header tagged fields, throttle, error
+_NO_ASSIGNMENT: Final = b"\xff\x00"  # null assignment, response tagged fields
+_NULL: Final = b"\x00"
+
+
+def consumer_heartbeat_response_frame(
+    correlation_id: int,
+    error: int,
+    error_message: str | None,
+    member_id: str | None,
+    member_epoch: int,
+    heartbeat_interval_ms: int,
+    assignment: Sequence[tuple[bytes, Sequence[int]]] | None,
+) -> bytes:
+    """One ConsumerGroupHeartbeat response frame (v0 and v1 are alike). `assignment`: (topic id
+    as its 16 bytes, partitions) per topic, or None (not sent: unchanged)."""
+    parts = [
+        _THROTTLE_AND_ERROR.pack(0, error),
+        _NULL if error_message is None else _compact_str(error_message),
+        _NULL if member_id is None else _member_id(member_id),
+        _BEAT_FIXED.pack(member_epoch, heartbeat_interval_ms),
+    ]
+    if assignment is None:
+        parts.append(_NO_ASSIGNMENT)
+    else:
+        parts.append(b"\x01")
+        parts.append(_uvarint(len(assignment) + 1))
+        for topic_id, partitions in assignment:
+            parts.append(topic_id)
+            parts.append(_uvarint(len(partitions) + 1))
+            parts.append(struct.pack(f">{len(partitions)}i", *partitions))
+            parts.append(_NULL)  # topic tagged fields
+        parts.append(b"\x00\x00")  # assignment's and response's tagged fields
+    body = b"".join(parts)
+    return _SIZE_AND_CORRELATION.pack(len(body) + 4, correlation_id) + body
+
+
+def _compact_str(value: str) -> bytes:
+    raw = value.encode()
+    return _uvarint(len(raw) + 1) + raw
+
+
+# A member's id is in every one of its responses: encoded once. Bounded like the client ids.
+_member_ids: dict[str, bytes] = {}
+_MEMBER_IDS_MAX: Final = 65_536
+
+
+def _member_id(member_id: str) -> bytes:
+    encoded = _member_ids.get(member_id)
+    if encoded is None:
+        encoded = _compact_str(member_id)
+        if len(_member_ids) >= _MEMBER_IDS_MAX:
+            _member_ids.clear()
+        _member_ids[member_id] = encoded
+    return encoded
 
 
 # A committer commits to the same few topics over and over: each name's encoding (its length

@@ -34,10 +34,18 @@ from coordinator.core.consumer.messages import (
     HeartbeatResponse,
 )
 from coordinator.core.consumer.records import TopicPartitions
+from protocol import fastpath
 from protocol.apis import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, response_module
 from protocol.codec import RequestHeader
 
-__all__ = ["COMMAND_TYPES", "TO_COMMAND", "TO_RESPONSE", "error_result"]
+__all__ = [
+    "COMMAND_TYPES",
+    "TO_COMMAND",
+    "TO_RESPONSE",
+    "HeartbeatResponse",
+    "error_result",
+    "heartbeat_frame",
+]
 
 COMMAND_TYPES: Final = (ConsumerGroupHeartbeat, ConsumerGroupDescribe)
 
@@ -106,6 +114,20 @@ def _heartbeat_response(v: int, res: HeartbeatResponse) -> object:
         member_epoch=res.member_epoch,
         heartbeat_interval=i32Timedelta.parse(timedelta(milliseconds=res.heartbeat_interval_ms)),
         assignment=assignment,
+    )
+
+
+def heartbeat_frame(header: RequestHeader, res: HeartbeatResponse) -> bytes:
+    """`_heartbeat_response`'s frame, written by protocol.fastpath instead of kio."""
+    assignment = res.assignment
+    return fastpath.consumer_heartbeat_response_frame(
+        header.correlation_id,
+        res.error,
+        res.error_message,
+        res.member_id,
+        res.member_epoch,
+        res.heartbeat_interval_ms,
+        None if assignment is None else [(tp.topic_id.bytes, tp.partitions) for tp in assignment],
     )
 
 

@@ -36,7 +36,6 @@ from coordinator.core.messages import (
     Heartbeat,
     HeartbeatResult,
     OffsetCommit,
-    OffsetCommitResult,
 )
 from coordinator.core.topics import TopicCatalog, TopicInfo
 from coordinator.security.sasl import credentials_from
@@ -776,14 +775,7 @@ class Server:
             self.stats.answered(header.api_key, result, t0)
         if conn.closed:
             return
-        if type(result) is OffsetCommitResult:  # the hot one: skip kio's pure-Python encoder
-            conn.send(
-                fastpath.offset_commit_response_frame(
-                    header.api_version, header.correlation_id, result.topics
-                )
-            )
-            return
-        conn.send(codec.encode_response(header, adapters.to_response(header, result)))
+        conn.send(adapters.response_frame(header, result))
 
     def _fail(self, reply_to: int, exc: BaseException) -> None:
         """The records this reply depended on are not durable: answer with the error Kafka maps

@@ -11,11 +11,14 @@ from __future__ import annotations
 import datetime
 import struct
 import sys
+import uuid
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
+from coordinator.core.consumer.messages import HeartbeatResponse
+from coordinator.core.consumer.records import TopicPartitions
 from coordinator.core.messages import (
     CommitPartition,
     CommitTopic,
@@ -382,3 +385,54 @@ def test_a_failed_fast_commit_gets_every_partition_the_error() -> None:
         (t.name, [(p.partition_index, p.error_code) for p in t.partitions])
         for t in response.topics  # type: ignore[attr-defined]
     ] == [("t", [(0, ErrorCode.not_coordinator), (3, ErrorCode.not_coordinator)])]
+
+
+# -- ConsumerGroupHeartbeat responses --------------------------------------------------------------
+
+beat_assignments = st.none() | st.lists(
+    st.tuples(st.uuids(), st.lists(st.integers(0, 2**31 - 1), max_size=8).map(tuple)),
+    max_size=4,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(
+        apis.APIS[apis.CONSUMER_GROUP_HEARTBEAT].min_version,
+        apis.APIS[apis.CONSUMER_GROUP_HEARTBEAT].max_version,
+    ),
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    error=error_codes,
+    error_message=st.none() | st.text(max_size=150),
+    member_id=st.none() | st.text(max_size=150),
+    member_epoch=st.integers(-(2**31), 2**31 - 1),
+    interval_ms=st.integers(0, 2**31 - 1),
+    assignment=beat_assignments,
+)
+def test_consumer_heartbeat_response_matches_kio(
+    version: int,
+    correlation_id: int,
+    error: ErrorCode,
+    error_message: str | None,
+    member_id: str | None,
+    member_epoch: int,
+    interval_ms: int,
+    assignment: list[tuple[uuid.UUID, tuple[int, ...]]] | None,
+) -> None:
+    result = HeartbeatResponse(
+        error,
+        error_message,
+        member_id,
+        member_epoch,
+        interval_ms,
+        None if assignment is None else tuple(TopicPartitions(t, ps) for t, ps in assignment),
+    )
+    header = RequestHeader(apis.CONSUMER_GROUP_HEARTBEAT, version, correlation_id, "c")
+    data = adapters.response_frame(header, result)
+    assert data == codec.encode_response(header, adapters.to_response(header, result))
+    got_correlation, entity = read_response(data, apis.CONSUMER_GROUP_HEARTBEAT, version)
+    assert (got_correlation, entity.member_id, entity.member_epoch) == (  # type: ignore[attr-defined]
+        correlation_id,
+        member_id,
+        member_epoch,
+    )
