@@ -25,7 +25,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 
-from .apis import HEARTBEAT, OFFSET_COMMIT
+from .apis import CONSUMER_GROUP_HEARTBEAT, HEARTBEAT, OFFSET_COMMIT
 
 _SIZE_AND_HEADER: Final = struct.Struct(">ihhih")  # size, api key, version, correlation, client id
 _I16: Final = struct.Struct(">h")
@@ -73,6 +73,103 @@ def parse_heartbeat(data: bytes, max_frame_bytes: int) -> HeartbeatFields | None
     if offset > len(data):
         return None
     return version, correlation_id, group_id, generation_id, member_id, instance_id
+
+
+# -- ConsumerGroupHeartbeat requests (KIP-848) -------------------------------------------------
+#
+# ConsumerGroupHeartbeatRequest.json v0-v1 (flexible: header v2, compact fields): group_id,
+# member_id, member_epoch int32, instance_id, rack_id, rebalance_timeout_ms int32,
+# subscribed_topic_names (nullable array), subscribed_topic_regex (v1+), server_assignor,
+# topic_partitions (nullable array of [topic_id uuid, [partition int32]]), tagged fields. Every
+# consumer-protocol member sends one per heartbeat interval, most of them with nothing but its
+# epoch and owned partitions; kio's reader and the adapter around it cost more than the core's
+# work on such a beat.
+
+_CONSUMER_HEARTBEAT_MAX_VERSION: Final = 1
+
+ConsumerHeartbeatFields = tuple[
+    int, int, str, str, str, int, str | None, str | None, int,
+    tuple[str, ...] | None, str | None, str | None,
+    tuple[tuple[bytes, tuple[int, ...]], ...] | None,
+]  # fmt: skip
+"""(api_version, correlation_id, client_id ("" when null), group_id, member_id, member_epoch,
+instance_id, rack_id, rebalance_timeout_ms, subscribed_topic_names, subscribed_topic_regex (None
+in v0), server_assignor, topic_partitions as (topic id's 16 bytes, partitions))."""
+
+
+def parse_consumer_heartbeat(data: bytes, max_frame_bytes: int) -> ConsumerHeartbeatFields | None:
+    """`data` is exactly one size-prefixed frame as read from the socket (size included)."""
+    if len(data) < _SIZE_AND_HEADER.size:
+        return None
+    size, api_key, version, correlation_id, client_id_len = _SIZE_AND_HEADER.unpack_from(data, 0)
+    if (
+        api_key != CONSUMER_GROUP_HEARTBEAT
+        or not 0 <= version <= _CONSUMER_HEARTBEAT_MAX_VERSION
+        or size + 4 != len(data)
+        or size > max_frame_bytes
+        or client_id_len < -1
+    ):
+        return None
+    offset = _SIZE_AND_HEADER.size + max(client_id_len, 0)
+    try:
+        client_id = (
+            decode_client_id(data[_SIZE_AND_HEADER.size : offset]) if client_id_len > 0 else ""
+        )
+        if data[offset] != 0:  # header tagged fields: leave them to the general path
+            return None
+        group_id, offset = _compact_string(data, offset + 1)
+        member_id, offset = _compact_string(data, offset)
+        (member_epoch,) = _I32.unpack_from(data, offset)
+        instance_id, offset = _compact_nullable_string(data, offset + 4)
+        rack_id, offset = _compact_nullable_string(data, offset)
+        (rebalance_timeout_ms,) = _I32.unpack_from(data, offset)
+        topic_names, offset = _compact_strings(data, offset + 4)
+        regex = None
+        if version >= 1:
+            regex, offset = _compact_nullable_string(data, offset)
+        server_assignor, offset = _compact_nullable_string(data, offset)
+        owned, offset = _owned_partitions(data, offset)
+        if data[offset] != 0:  # body tagged fields
+            return None
+        offset += 1
+    except (IndexError, struct.error, UnicodeDecodeError, _Unsure):
+        return None
+    if offset > len(data):
+        return None
+    return (
+        version, correlation_id, client_id, group_id, member_id, member_epoch, instance_id,
+        rack_id, rebalance_timeout_ms, topic_names, regex, server_assignor, owned,
+    )  # fmt: skip
+
+
+def _compact_strings(data: bytes, offset: int) -> tuple[tuple[str, ...] | None, int]:
+    if data[offset] == 0:
+        return None, offset + 1
+    n, offset = _compact_count(data, offset, 1)
+    names = []
+    for _ in range(n):
+        name, offset = _compact_string(data, offset)
+        names.append(name)
+    return tuple(names), offset
+
+
+def _owned_partitions(
+    data: bytes, offset: int
+) -> tuple[tuple[tuple[bytes, tuple[int, ...]], ...] | None, int]:
+    if data[offset] == 0:
+        return None, offset + 1
+    n, offset = _compact_count(data, offset, 18)  # topic id, partitions, tagged fields
+    owned = []
+    for _ in range(n):
+        topic_id = data[offset : offset + 16]
+        n_parts, offset = _compact_count(data, offset + 16, 4)
+        partitions = struct.unpack_from(f">{n_parts}i", data, offset)
+        offset += 4 * n_parts
+        if data[offset] != 0:  # topic tagged fields
+            raise _Unsure
+        owned.append((topic_id, partitions))
+        offset += 1
+    return tuple(owned), offset
 
 
 # -- OffsetCommit requests ---------------------------------------------------------------------
