@@ -118,12 +118,17 @@ class Conn(asyncio.Protocol):
         self, req: tuple[int, int, bytes], timeout: float = REQUEST_TIMEOUT_S
     ) -> bytes:
         """A flexible-version request (header v2); the answer starts with the header's tags."""
+        return await asyncio.wait_for(self.request_flexible_nowait(req), timeout)
+
+    def request_flexible_nowait(self, req: tuple[int, int, bytes]) -> asyncio.Future[bytes]:
+        """`request_flexible` without its own timeout (a caller bounds the whole exchange:
+        wait_for's timer and callbacks per request are a good part of a generator's beat)."""
         assert self.transport is not None
         cid = self._take_id()
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.pending.append((cid, fut, None, 0, 0))
         self.transport.write(wire.flexible_frame(*req, cid))
-        return await asyncio.wait_for(fut, timeout)
+        return fut
 
     def send_fast(self, template: wire.Template, member: Member, scheduled_ns: int) -> None:
         cid = self.next_id

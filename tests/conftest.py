@@ -206,6 +206,34 @@ def server(tmp_path: Path, peers_dir: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
+async def swarms(request: pytest.FixtureRequest, tmp_path: Path,
+                 peers_dir: Path) -> AsyncIterator[Any]:
+    """Factory: await swarms(kind, name, n, bootstrap=..., group=..., topic=..., ...) -> Swarm:
+    n consumers (confluent or java) in one driver process. Killed at teardown."""
+    started: list[realclients.Swarm] = []
+
+    async def start(kind: str, name: str, n: int, **kw: Any) -> realclients.Swarm:
+        if kind == "java":
+            request.getfixturevalue("java_peers")
+            driver = peers_dir / "java" / "classes" / "ConsumerDriver.class"
+            if b"members" not in driver.read_bytes():  # a driver compiled before --members
+                pytest.skip(f"the Java driver in {peers_dir} has no --members (run `make peers`)")
+        swarm = await realclients.start_swarm(tmp_path, peers_dir, kind, name, n, **kw)
+        started.append(swarm)
+        return swarm
+
+    yield start
+    for swarm in started:
+        swarm.kill()
+    for swarm in started:
+        try:
+            await asyncio.wait_for(swarm.proc.wait(), 10)
+        finally:
+            if swarm.reader is not None:
+                swarm.reader.cancel()
+
+
+@pytest.fixture
 async def members(tmp_path: Path, peers_dir: Path) -> AsyncIterator[Any]:
     """Factory: await members(kind, name, bootstrap=..., group=..., topic=..., ...) -> Member.
 

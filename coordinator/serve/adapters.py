@@ -36,7 +36,7 @@ from kio.static.primitive import i32Timedelta
 from coordinator.core import messages as m
 from coordinator.core.effects import AnyCommand, AnyResult
 from coordinator.serve import consumer_adapters, share_adapters
-from protocol import apis
+from protocol import apis, codec, fastpath
 from protocol.apis import (
     DELETE_GROUPS,
     DESCRIBE_GROUPS,
@@ -546,6 +546,25 @@ _TO_RESPONSE: Final[dict[type, tuple[int, Callable[[int, Any], object]]]] = {
     **consumer_adapters.TO_RESPONSE,
     **share_adapters.TO_RESPONSE,
 }
+
+
+def response_frame(header: RequestHeader, result: AnyResult) -> bytes:
+    """The response frame for `result`. The hot ones skip kio's pure-Python encoder: OffsetCommit
+    and ConsumerGroupHeartbeat (every KIP-848 member's beat) are written by protocol.fastpath,
+    byte for byte what kio writes (tests/protocol/test_fastpath.py)."""
+    kind = type(result)
+    if kind is m.OffsetCommitResult:
+        return fastpath.offset_commit_response_frame(
+            header.api_version,
+            header.correlation_id,
+            result.topics,  # type: ignore[union-attr]
+        )
+    if (
+        kind is consumer_adapters.HeartbeatResponse
+        and header.api_key == apis.CONSUMER_GROUP_HEARTBEAT
+    ):
+        return consumer_adapters.heartbeat_frame(header, result)  # type: ignore[arg-type]
+    return codec.encode_response(header, to_response(header, result))
 
 
 def to_response(header: RequestHeader, result: AnyResult) -> object:

@@ -34,10 +34,19 @@ from coordinator.core.consumer.messages import (
     HeartbeatResponse,
 )
 from coordinator.core.consumer.records import TopicPartitions
+from protocol import fastpath
 from protocol.apis import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, response_module
 from protocol.codec import RequestHeader
 
-__all__ = ["COMMAND_TYPES", "TO_COMMAND", "TO_RESPONSE", "error_result"]
+__all__ = [
+    "COMMAND_TYPES",
+    "TO_COMMAND",
+    "TO_RESPONSE",
+    "HeartbeatResponse",
+    "error_result",
+    "fast_command",
+    "heartbeat_frame",
+]
 
 COMMAND_TYPES: Final = (ConsumerGroupHeartbeat, ConsumerGroupDescribe)
 
@@ -78,6 +87,51 @@ def _heartbeat(header: RequestHeader, r: Any, client_host: str) -> ConsumerGroup
     )
 
 
+def fast_command(
+    fields: fastpath.ConsumerHeartbeatFields, client_host: str
+) -> tuple[RequestHeader, ConsumerGroupHeartbeat]:
+    """`_heartbeat` for a request protocol.fastpath parsed: the same command (checked against
+    kio's reading, tests/protocol/test_fastpath.py)."""
+    (version, correlation_id, client_id, group_id, member_id, member_epoch, instance_id, rack_id,
+     rebalance_timeout_ms, names, regex, assignor, owned) = fields  # fmt: skip
+    header = RequestHeader(CONSUMER_GROUP_HEARTBEAT, version, correlation_id, client_id)
+    command = ConsumerGroupHeartbeat(
+        group_id=group_id,
+        member_id=member_id,
+        member_epoch=member_epoch,
+        instance_id=instance_id,
+        rack_id=rack_id,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        subscribed_topic_names=names,
+        subscribed_topic_regex=regex,
+        server_assignor=assignor,
+        topic_partitions=(
+            None
+            if owned is None
+            else tuple(TopicPartitions(_topic_id(t), tuple(sorted(ps))) for t, ps in owned)
+        ),
+        client_id=client_id,
+        client_host=client_host,
+        api_version=version,
+    )
+    return header, command
+
+
+# Every member repeats its topics' ids in each beat: one UUID per distinct id. Bounded.
+_topic_ids: dict[bytes, uuid.UUID] = {}
+_TOPIC_IDS_MAX: Final = 65_536
+
+
+def _topic_id(raw: bytes) -> uuid.UUID:
+    topic_id = _topic_ids.get(raw)
+    if topic_id is None:
+        topic_id = uuid.UUID(bytes=raw)
+        if len(_topic_ids) >= _TOPIC_IDS_MAX:
+            _topic_ids.clear()
+        _topic_ids[raw] = topic_id
+    return topic_id
+
+
 def _describe(header: RequestHeader, r: Any, client_host: str) -> ConsumerGroupDescribe:
     return ConsumerGroupDescribe(tuple(r.group_ids), header.api_version)
 
@@ -106,6 +160,20 @@ def _heartbeat_response(v: int, res: HeartbeatResponse) -> object:
         member_epoch=res.member_epoch,
         heartbeat_interval=i32Timedelta.parse(timedelta(milliseconds=res.heartbeat_interval_ms)),
         assignment=assignment,
+    )
+
+
+def heartbeat_frame(header: RequestHeader, res: HeartbeatResponse) -> bytes:
+    """`_heartbeat_response`'s frame, written by protocol.fastpath instead of kio."""
+    assignment = res.assignment
+    return fastpath.consumer_heartbeat_response_frame(
+        header.correlation_id,
+        res.error,
+        res.error_message,
+        res.member_id,
+        res.member_epoch,
+        res.heartbeat_interval_ms,
+        None if assignment is None else [(tp.topic_id.bytes, tp.partitions) for tp in assignment],
     )
 
 

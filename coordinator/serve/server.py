@@ -18,7 +18,7 @@ import struct
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.errors import ErrorCode
@@ -36,11 +36,10 @@ from coordinator.core.messages import (
     Heartbeat,
     HeartbeatResult,
     OffsetCommit,
-    OffsetCommitResult,
 )
 from coordinator.core.topics import TopicCatalog, TopicInfo
 from coordinator.security.sasl import credentials_from
-from coordinator.serve import adapters, addresses, trace
+from coordinator.serve import adapters, addresses, consumer_adapters, trace
 from coordinator.serve.journal import DiskJournal
 from coordinator.serve.lifecycle import OncePerKey
 from coordinator.serve.listener import Listening, start_listener
@@ -65,6 +64,7 @@ log = logging.getLogger("groupcoord.server")
 _API_VERSIONS = apis.API_VERSIONS
 _HEARTBEAT = apis.HEARTBEAT
 _OFFSET_COMMIT = apis.OFFSET_COMMIT
+_CONSUMER_GROUP_HEARTBEAT = apis.CONSUMER_GROUP_HEARTBEAT
 _SIZE = struct.Struct(">i")  # a frame's size prefix
 
 
@@ -127,20 +127,23 @@ class Connection(asyncio.Protocol):
         frames = self._frames
         if frames is None and not self._busy:
             # Nothing in flight and nothing buffered, so answering at once keeps responses in
-            # request order. The fast paths (protocol.fastpath): one whole Heartbeat or
-            # OffsetCommit.
+            # request order. The fast paths (protocol.fastpath): one whole Heartbeat,
+            # ConsumerGroupHeartbeat or OffsetCommit.
             if len(data) > 8 and data[4] == 0 and self._fast:
+                max_frame = self._server.options.max_frame_bytes
                 if data[5] == _HEARTBEAT:
-                    fields = fastpath.parse_heartbeat(data, self._server.options.max_frame_bytes)
+                    fields = fastpath.parse_heartbeat(data, max_frame)
                     if fields is not None and self._server.fast_heartbeat(self, fields):
+                        return
+                elif data[5] == _CONSUMER_GROUP_HEARTBEAT:
+                    beat = fastpath.parse_consumer_heartbeat(data, max_frame)
+                    if beat is not None and self._server.runtime is not None:
+                        self._busy = True  # answered when its records are durable
+                        self._server.fast_consumer_beat(self, beat)
                         return
                 elif data[5] == _OFFSET_COMMIT:
                     commit = fastpath.parse_offset_commit(
-                        data,
-                        self._server.options.max_frame_bytes,
-                        _fast_commit,
-                        CommitTopic,
-                        CommitPartition,
+                        data, max_frame, _fast_commit, CommitTopic, CommitPartition
                     )
                     if commit is not None:
                         self._busy = True  # answered when its records are durable
@@ -511,6 +514,14 @@ class Server:
         conn.write(codec.heartbeat_response_frame(version, correlation_id, result.error))
         return True
 
+    def fast_consumer_beat(self, conn: Connection, beat: fastpath.ConsumerHeartbeatFields) -> None:
+        """Into the core as `_group_api` would, from the fast path's parse (KIP-848's beat)."""
+        t0 = self.stats.clock() if self.stats is not None else 0
+        header, command = consumer_adapters.fast_command(beat, conn.client_host)
+        if trace.ENABLED:
+            trace.read(conn.peer, *astuple(header))
+        self._submit(conn, header, None, command, t0)
+
     def fast_offset_commit(
         self, conn: Connection, header: RequestHeader, command: OffsetCommit
     ) -> bool:
@@ -525,13 +536,7 @@ class Server:
         if runtime is None:
             return False
         if trace.ENABLED:
-            trace.read(
-                conn.peer,
-                _OFFSET_COMMIT,
-                header.api_version,
-                header.correlation_id,
-                header.client_id,
-            )
+            trace.read(conn.peer, *astuple(header))
         stats = self.stats
         t0 = stats.clock() if stats is not None else 0
         reply_to = runtime.new_reply_to()
@@ -777,14 +782,7 @@ class Server:
             self.stats.answered(header.api_key, result, t0)
         if conn.closed:
             return
-        if type(result) is OffsetCommitResult:  # the hot one: skip kio's pure-Python encoder
-            conn.send(
-                fastpath.offset_commit_response_frame(
-                    header.api_version, header.correlation_id, result.topics
-                )
-            )
-            return
-        conn.send(codec.encode_response(header, adapters.to_response(header, result)))
+        conn.send(adapters.response_frame(header, result))
 
     def _fail(self, reply_to: int, exc: BaseException) -> None:
         """The records this reply depended on are not durable: answer with the error Kafka maps

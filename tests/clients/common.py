@@ -9,6 +9,9 @@ loops never share an interpreter). Arguments:
     [--group-protocol classic|consumer]  consumer: KIP-848 (the server owns the session timeout
                         and heartbeat interval, so those flags are ignored; --assignors' first name,
                         if uniform or range, is the server assignor to ask for)
+    [--members N]       a swarm: N consumers in this one process (a thread each), client ids
+                        C-0 .. C-(N-1); every line then carries "member": its client id, and
+                        "close" closes them all
     [--security JSON]   {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": ...,
                          "password": ..., "cafile": PEM, "certfile": PEM, "keyfile": PEM}: every
                         key optional (protocol PLAINTEXT when absent); each driver maps it onto its
@@ -64,6 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--metadata-max-age-ms", type=int, default=5000)  # -1: the library's default
     p.add_argument("--security", type=json.loads, default=None)
     p.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
+    p.add_argument("--members", type=int, default=1)
     args = p.parse_args(argv)
     args.assignors = [a for a in args.assignors.split(",") if a]
     args.security = dict(args.security or {})

@@ -6,9 +6,11 @@ carry generation null; the member id comes from Consumer.memberid().
 
 from __future__ import annotations
 
+import functools
 import queue
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -34,10 +36,32 @@ def security_conf(security: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     args = parse_args()
     closing = threading.Event()
+    commits: queue.SimpleQueue[int] = queue.SimpleQueue()
+    watch_stdin(closing.set, commits)
+    if args.members == 1:
+        run(args, args.client_id, closing, commits, emit)
+    else:  # a swarm (common.py): a thread per consumer, each line says whose it is
+        names = [f"{args.client_id}-{i}" for i in range(args.members)]
+        threads = [
+            threading.Thread(target=run, name=name, daemon=True,
+                             args=(args, name, closing, queue.SimpleQueue(),
+                                   functools.partial(emit, member=name)))
+            for name in names
+        ]  # fmt: skip
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return 0
+
+
+def run(args: Any, client_id: str, closing: threading.Event, commits: queue.SimpleQueue[int],
+        emit: Callable[..., None]) -> None:  # fmt: skip
+    """One consumer until `closing`: subscribe, poll, report (the contract's events)."""
     conf: dict[str, object] = {
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
-        "client.id": args.client_id,
+        "client.id": client_id,
         "group.protocol": args.group_protocol,
         "max.poll.interval.ms": args.rebalance_timeout_ms,
         "enable.auto.commit": False,
@@ -91,8 +115,6 @@ def main() -> int:
 
     consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     emit("started")
-    commits: queue.SimpleQueue[int] = queue.SimpleQueue()
-    watch_stdin(closing.set, commits)
     last: str | None = None
     while not closing.is_set():
         consumer.poll(0.1)
@@ -110,7 +132,6 @@ def main() -> int:
             emit("generation", generation=None, member_id=now)
     consumer.close()
     emit("closed")
-    return 0
 
 
 if __name__ == "__main__":

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import uuid
+from types import MappingProxyType
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.core.consumer.model import ConsumerGroupState
+from coordinator.core.consumer.model import (
+    ConsumerGroupState,
+    from_topic_partitions,
+    to_topic_partitions,
+)
+from coordinator.core.consumer.records import TopicPartitions
 from coordinator.core.topics import TopicInfo
 from tests.core.test_consumer_support import Harness, snapshot
 
@@ -99,3 +106,30 @@ def test_replay_equals_live_and_invariants_hold(sequence) -> None:  # type: igno
                 for p in range(info.partitions)
             }
             assert held == expected
+
+
+# -- the record form of a partition map ----------------------------------------------------------
+
+partition_maps = st.dictionaries(
+    st.uuids(), st.frozensets(st.integers(0, 2**31 - 1), max_size=5), max_size=3
+).map(MappingProxyType)
+
+
+@given(partition_maps)
+def test_a_partition_map_s_record_form_is_canonical_and_reads_back(partitions: Any) -> None:
+    """Topics by id, partitions ascending, empty topics left out; the one-topic shortcut gives
+    the same as the general form."""
+    tps = to_topic_partitions(partitions)
+    assert [tp.topic_id for tp in tps] == sorted(
+        (t for t, ps in partitions.items() if ps), key=lambda t: t.int
+    )
+    assert all(list(tp.partitions) == sorted(partitions[tp.topic_id]) for tp in tps)
+    assert from_topic_partitions(tps) == {t: ps for t, ps in partitions.items() if ps}
+
+
+def test_a_one_topic_map_with_no_partitions_has_no_record_form() -> None:
+    t = uuid.UUID(int=7)
+    assert to_topic_partitions(MappingProxyType({t: frozenset()})) == ()
+    assert to_topic_partitions(MappingProxyType({t: frozenset({2, 1})})) == (
+        TopicPartitions(t, (1, 2)),
+    )

@@ -3,6 +3,8 @@
 // Args: --bootstrap HOST:PORT --group G --topic T --assignors range,roundrobin --client-id C
 //       [--instance-id I] [--session-timeout-ms N] [--heartbeat-interval-ms N]
 //       [--rebalance-timeout-ms N] [--metadata-max-age-ms N (-1: the client's default)]
+//       [--members N]  a swarm: N consumers in this one JVM (a thread each), client ids C-0 ..
+//                      C-(N-1); every line then carries "member": its client id
 //       [--security JSON]  flat {"protocol","mechanism","username","password","cafile",
 //                           "certfile","keyfile"} (tests/clients/common.py): security.protocol,
 //                           sasl.mechanism + a JAAS line, PEM trust/key stores
@@ -214,19 +216,49 @@ public final class ConsumerDriver {
 
         String topic = args.get("topic");
         named = topic.startsWith("^") || topic.contains(",");
+        int members = Integer.parseInt(args.getOrDefault("members", "1"));
+        if (members == 1) {
+            runMember(props, topic, closing, commits, null);
+        } else {
+            String clientId = props.getProperty(ConsumerConfig.CLIENT_ID_CONFIG);
+            List<Thread> threads = new ArrayList<>();
+            for (int i = 0; i < members; i++) {
+                String name = clientId + "-" + i;
+                Properties own = new Properties();
+                own.putAll(props);
+                own.put(ConsumerConfig.CLIENT_ID_CONFIG, name);
+                // Each member commits on its own "commit N"; a swarm takes none (empty queue).
+                Thread t = new Thread(() -> runMember(own, topic, closing,
+                        new ConcurrentLinkedQueue<>(), name), name);
+                t.start();
+                threads.add(t);
+            }
+            for (Thread t : threads) {
+                t.join();
+            }
+        }
+        System.exit(0);
+    }
+
+    // One consumer until `closing`: subscribe, poll, report. `member`: its name in a swarm (every
+    // line carries it), or null.
+    private static void runMember(Properties props, String topic, AtomicBoolean closing,
+                                  ConcurrentLinkedQueue<Long> commits, String member) {
+        String tag = member == null ? "{" : "{\"member\":" + str(member) + ",";
         java.util.TreeMap<String, TopicPartition> owned = new java.util.TreeMap<>();
+        KafkaConsumer<?, ?>[] consumerRef = new KafkaConsumer<?, ?>[1];
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
             ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
                 @Override
                 public void onPartitionsRevoked(Collection<TopicPartition> revoked) {
                     revoked.forEach(tp -> owned.remove(tp.toString()));
-                    emit("{\"event\":\"revoked\",\"partitions\":" + parts(revoked) + "}");
+                    emit(tag + "\"event\":\"revoked\",\"partitions\":" + parts(revoked) + "}");
                 }
 
                 @Override
                 public void onPartitionsLost(Collection<TopicPartition> lost) {
                     lost.forEach(tp -> owned.remove(tp.toString()));
-                    emit("{\"event\":\"revoked\",\"lost\":true,\"partitions\":"
+                    emit(tag + "\"event\":\"revoked\",\"lost\":true,\"partitions\":"
                             + parts(lost) + "}");
                 }
 
@@ -234,7 +266,7 @@ public final class ConsumerDriver {
                 public void onPartitionsAssigned(Collection<TopicPartition> added) {
                     added.forEach(tp -> owned.put(tp.toString(), tp));
                     ConsumerGroupMetadata md = consumerRef[0].groupMetadata();
-                    emit("{\"event\":\"assigned\",\"partitions\":" + parts(owned.values())
+                    emit(tag + "\"event\":\"assigned\",\"partitions\":" + parts(owned.values())
                             + ",\"added\":" + parts(added)
                             + ",\"generation\":" + md.generationId()
                             + ",\"member_id\":" + str(md.memberId()) + "}");
@@ -246,7 +278,7 @@ public final class ConsumerDriver {
                 consumer.subscribe(List.of(topic.split(",")), listener);
             }
             consumerRef[0] = consumer;
-            emit("{\"event\":\"started\"}");
+            emit(tag + "\"event\":\"started\"}");
             int generation = -2;
             String memberId = null;
             while (!closing.get()) {
@@ -258,10 +290,10 @@ public final class ConsumerDriver {
                     }
                     try {
                         consumer.commitSync(offsets, Duration.ofSeconds(15));
-                        emit("{\"event\":\"committed\",\"offset\":" + offset
+                        emit(tag + "\"event\":\"committed\",\"offset\":" + offset
                                 + ",\"partitions\":" + parts(owned.values()) + "}");
                     } catch (RuntimeException e) {
-                        emit("{\"event\":\"commit_failed\",\"offset\":" + offset
+                        emit(tag + "\"event\":\"commit_failed\",\"offset\":" + offset
                                 + ",\"error\":" + str(e.toString()) + "}");
                     }
                 }
@@ -269,15 +301,12 @@ public final class ConsumerDriver {
                 if (md.generationId() != generation || !md.memberId().equals(memberId)) {
                     generation = md.generationId();
                     memberId = md.memberId();
-                    emit("{\"event\":\"generation\",\"generation\":" + generation
+                    emit(tag + "\"event\":\"generation\",\"generation\":" + generation
                             + ",\"member_id\":" + str(memberId) + "}");
                 }
             }
             consumer.close(Duration.ofSeconds(10));
         }
-        emit("{\"event\":\"closed\"}");
-        System.exit(0);
+        emit(tag + "\"event\":\"closed\"}");
     }
-
-    private static final KafkaConsumer<?, ?>[] consumerRef = new KafkaConsumer<?, ?>[1];
 }

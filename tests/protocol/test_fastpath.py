@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import struct
 import sys
+import uuid
 from typing import Any
 
 import pytest
@@ -18,6 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
+from coordinator.core.consumer.messages import HeartbeatResponse
+from coordinator.core.consumer.records import TopicPartitions
 from coordinator.core.messages import (
     CommitPartition,
     CommitTopic,
@@ -26,7 +29,7 @@ from coordinator.core.messages import (
     PartitionError,
     TopicErrors,
 )
-from coordinator.serve import adapters
+from coordinator.serve import adapters, consumer_adapters
 from protocol import apis, codec, fastpath
 from protocol.apis import HEARTBEAT
 from protocol.codec import RequestHeader
@@ -415,3 +418,140 @@ def test_leading_group_id_is_none_for_a_cut_frame() -> None:
     _, offset = codec.parse_request_header(frame)
     assert fastpath.leading_group_id(frame, offset, False) is None
     assert fastpath.leading_group_id(frame, len(frame), True) is None
+
+
+# -- ConsumerGroupHeartbeat responses --------------------------------------------------------------
+
+beat_assignments = st.none() | st.lists(
+    st.tuples(st.uuids(), st.lists(st.integers(0, 2**31 - 1), max_size=8).map(tuple)),
+    max_size=4,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(
+        apis.APIS[apis.CONSUMER_GROUP_HEARTBEAT].min_version,
+        apis.APIS[apis.CONSUMER_GROUP_HEARTBEAT].max_version,
+    ),
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    error=error_codes,
+    error_message=st.none() | st.text(max_size=150),
+    member_id=st.none() | st.text(max_size=150),
+    member_epoch=st.integers(-(2**31), 2**31 - 1),
+    interval_ms=st.integers(0, 2**31 - 1),
+    assignment=beat_assignments,
+)
+def test_consumer_heartbeat_response_matches_kio(
+    version: int,
+    correlation_id: int,
+    error: ErrorCode,
+    error_message: str | None,
+    member_id: str | None,
+    member_epoch: int,
+    interval_ms: int,
+    assignment: list[tuple[uuid.UUID, tuple[int, ...]]] | None,
+) -> None:
+    result = HeartbeatResponse(
+        error,
+        error_message,
+        member_id,
+        member_epoch,
+        interval_ms,
+        None if assignment is None else tuple(TopicPartitions(t, ps) for t, ps in assignment),
+    )
+    header = RequestHeader(apis.CONSUMER_GROUP_HEARTBEAT, version, correlation_id, "c")
+    data = adapters.response_frame(header, result)
+    assert data == codec.encode_response(header, adapters.to_response(header, result))
+    got_correlation, entity = read_response(data, apis.CONSUMER_GROUP_HEARTBEAT, version)
+    assert (got_correlation, entity.member_id, entity.member_epoch) == (  # type: ignore[attr-defined]
+        correlation_id,
+        member_id,
+        member_epoch,
+    )
+
+
+# -- ConsumerGroupHeartbeat requests ---------------------------------------------------------------
+
+int32s = st.integers(-(2**31), 2**31 - 1)
+owned_partitions = st.none() | st.lists(
+    st.tuples(st.uuids(), st.lists(int32s, max_size=6).map(tuple)), max_size=4
+).map(tuple)
+
+
+def consumer_heartbeat_frame(version: int, correlation_id: int, client_id: str | None,
+                             fields: dict[str, Any]) -> bytes:  # fmt: skip
+    cls = apis.request_class(apis.CONSUMER_GROUP_HEARTBEAT, version)
+    kwargs = dict(fields)
+    owned = kwargs.pop("owned")
+    if version < 1:
+        kwargs.pop("subscribed_topic_regex")
+    kwargs["rebalance_timeout"] = datetime.timedelta(milliseconds=kwargs.pop("rebalance_timeout"))
+    topic_partitions = sys.modules[cls.__module__].TopicPartitions
+    kwargs["topic_partitions"] = (
+        None
+        if owned is None
+        else tuple(topic_partitions(topic_id=t, partitions=ps) for t, ps in owned)
+    )
+    body = write(cls(**kwargs))
+    frame = request_frame(apis.CONSUMER_GROUP_HEARTBEAT, version, body, correlation_id, client_id)
+    return struct.pack(">i", len(frame)) + frame
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(0, 1),
+    correlation_id=int32s,
+    client_id=st.none() | ids,
+    fields=st.fixed_dictionaries(
+        {
+            "group_id": ids,
+            "member_id": ids,
+            "member_epoch": int32s,
+            "instance_id": st.none() | ids,
+            "rack_id": st.none() | ids,
+            "rebalance_timeout": int32s,
+            "subscribed_topic_names": st.none() | st.lists(ids, max_size=4).map(tuple),
+            "subscribed_topic_regex": st.none() | ids,
+            "server_assignor": st.none() | ids,
+            "owned": owned_partitions,
+        }
+    ),
+)
+def test_consumer_heartbeat_fast_path_agrees_with_kio(
+    version: int, correlation_id: int, client_id: str | None, fields: dict[str, Any]
+) -> None:
+    data = consumer_heartbeat_frame(version, correlation_id, client_id, fields)
+    header, request = codec.decode_request(data[4:])
+    general = adapters.to_command(header, request, "/10.0.0.1")
+    fast = fastpath.parse_consumer_heartbeat(data, MAX)
+    strings = [v for k, v in fields.items() if isinstance(v, str)]
+    strings += list(fields["subscribed_topic_names"] or ())
+    if fast is None:  # only what it leaves to the general path: strings of 127 bytes or more
+        assert any(len(x.encode()) >= 127 for x in strings), fields
+        return
+    assert consumer_adapters.fast_command(fast, "/10.0.0.1") == (header, general)
+
+
+def test_consumer_heartbeat_fast_path_takes_a_steady_beat_and_steps_aside_when_unsure() -> None:
+    fields = {
+        "group_id": "g", "member_id": "m", "member_epoch": 7, "instance_id": None,
+        "rack_id": None, "rebalance_timeout": -1, "subscribed_topic_names": None,
+        "subscribed_topic_regex": None, "server_assignor": None,
+        "owned": ((uuid.uuid4(), (2, 0, 1)),),
+    }  # fmt: skip
+    for version in (0, 1):
+        data = consumer_heartbeat_frame(version, 5, "c", fields)
+        assert fastpath.parse_consumer_heartbeat(data, MAX) is not None
+        assert fastpath.parse_consumer_heartbeat(data, len(data) - 5) is None  # too big
+        assert fastpath.parse_consumer_heartbeat(data[:-1], MAX) is None  # truncated
+        assert fastpath.parse_consumer_heartbeat(data + b"\x00", MAX) is None  # size mismatch
+    long = consumer_heartbeat_frame(1, 5, "c", {**fields, "member_id": "m" * 200})
+    assert fastpath.parse_consumer_heartbeat(long, MAX) is None  # a two-byte varint length
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=200))
+def test_consumer_heartbeat_fast_path_never_raises(tail: bytes) -> None:
+    head = struct.pack(">ihhih", len(tail) + 10, apis.CONSUMER_GROUP_HEARTBEAT, 1, 3, 0)
+    fastpath.parse_consumer_heartbeat(head + tail, MAX)

@@ -20,7 +20,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,25 +219,23 @@ class Member:
     reader: asyncio.Task[None] | None = None
 
     async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        async for raw in self.proc.stdout:
-            try:
-                ev = json.loads(raw)
-            except ValueError:
-                continue
-            ev["t"] = time.monotonic()
-            self.events.append(ev)
-            if ev["event"] == "assigned":
-                self.owned = frozenset(ev["partitions"])
-                if ev.get("generation") is not None:
-                    self.generation = ev["generation"]
-                if ev.get("member_id"):
-                    self.member_id = ev["member_id"]
-            elif ev["event"] == "revoked" and self.owned is not None:
-                # (Python clients call on_partitions_revoked([]) before their first join.)
-                self.owned = self.owned - frozenset(ev["partitions"])
-            elif ev["event"] == "generation" and ev.get("member_id"):
+        async for ev in _events(self.proc):
+            self.take(ev)
+
+    def take(self, ev: dict[str, Any]) -> None:
+        """One event the driver printed (stamped with its arrival time)."""
+        self.events.append(ev)
+        if ev["event"] == "assigned":
+            self.owned = frozenset(ev["partitions"])
+            if ev.get("generation") is not None:
+                self.generation = ev["generation"]
+            if ev.get("member_id"):
                 self.member_id = ev["member_id"]
+        elif ev["event"] == "revoked" and self.owned is not None:
+            # (Python clients call on_partitions_revoked([]) before their first join.)
+            self.owned = self.owned - frozenset(ev["partitions"])
+        elif ev["event"] == "generation" and ev.get("member_id"):
+            self.member_id = ev["member_id"]
 
     def running(self) -> bool:
         return self.proc.returncode is None
@@ -269,28 +267,92 @@ class Member:
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
 
+async def _events(proc: asyncio.subprocess.Process) -> AsyncIterator[dict[str, Any]]:
+    """The JSON lines a driver prints, each stamped with its arrival time ("t", monotonic)."""
+    assert proc.stdout is not None
+    async for raw in proc.stdout:
+        try:
+            ev = json.loads(raw)
+        except ValueError:
+            continue
+        ev["t"] = time.monotonic()
+        yield ev
+
+
+@dataclass
+class Swarm:
+    """One driver process running many consumers (common.py's `--members N`): `members` are
+    their views, one Member each (sharing the process: `running()`, `kill()` and the log are
+    the swarm's). Close the swarm, not a view: "close" closes every consumer in it."""
+
+    proc: asyncio.subprocess.Process
+    log_path: Path
+    members: list[Member]
+    reader: asyncio.Task[None] | None = None
+
+    async def _read(self) -> None:
+        by_name = {m.name: m for m in self.members}
+        async for ev in _events(self.proc):
+            member = by_name.get(ev.get("member", ""))
+            if member is not None:
+                member.take(ev)
+
+    def running(self) -> bool:
+        return self.proc.returncode is None
+
+    async def close(self, timeout: float = 60) -> None:
+        await Member("swarm", "swarm", self.proc, self.log_path, reader=self.reader).close(timeout)
+
+    def kill(self) -> None:
+        self.members[0].kill()
+
+
 def driver_command(kind: str, peers: Path, args: list[str]) -> list[str]:
     if kind == "java":
         classes = peers / "java" / "classes"
         lib = peers / "java" / "lib"
         cp = os.pathsep.join([str(classes), *sorted(str(j) for j in lib.glob("*.jar"))])
-        # Client-sized JVM: C1 only and the serial GC keep five JVMs from starving 2 cores.
-        return ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx128m",
+        # Client-sized JVM: C1 only and the serial GC keep five JVMs from starving 2 cores; a
+        # swarm's consumers share one JVM, and its heap.
+        heap = "-Xmx512m" if "--members" in args else "-Xmx128m"
+        return ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", heap,
                 "-cp", cp, "ConsumerDriver", *args]
     if kind == "kafkajs":
         return ["node", str(KAFKAJS_DRIVER), *args]
     return [sys.executable, "-m", PY_DRIVERS[kind], *args]
 
 
-async def start_member(tmp: Path, peers: Path, kind: str, name: str, *, bootstrap: str, group: str,
-                       topic: str, assignors: list[str] | tuple[str, ...] = ("range",),
-                       instance_id: str | None = None, session_timeout_ms: int = 10000,
-                       heartbeat_interval_ms: int = 500,
-                       rebalance_timeout_ms: int | None = None,
-                       metadata_max_age_ms: int = 5000,
-                       security: dict[str, str] | None = None,
-                       group_protocol: str = "classic") -> Member:
-    """Start a consumer driver (tests/clients/common.py). `security`: the driver's --security
+async def start_member(tmp: Path, peers: Path, kind: str, name: str, **kw: Any) -> Member:
+    """Start a consumer driver (tests/clients/common.py); the options as `_start_driver`."""
+    proc, log_path = await _start_driver(tmp, peers, kind, name, **kw)
+    member = Member(kind, name, proc, log_path)
+    member.reader = asyncio.create_task(member._read())
+    return member
+
+
+async def start_swarm(tmp: Path, peers: Path, kind: str, name: str, members: int,
+                      **kw: Any) -> Swarm:
+    """`members` consumers of one kind in one driver process (confluent and java), named
+    `{name}-0` ..; the other options as `start_member`."""
+    assert members > 1 and kind in ("confluent", "java"), (kind, members)
+    proc, log_path = await _start_driver(tmp, peers, kind, name, members=members, **kw)
+    swarm = Swarm(proc, log_path,
+                  [Member(kind, f"{name}-{i}", proc, log_path) for i in range(members)])
+    swarm.reader = asyncio.create_task(swarm._read())
+    return swarm
+
+
+async def _start_driver(tmp: Path, peers: Path, kind: str, name: str, *, bootstrap: str,
+                        group: str, topic: str,
+                        assignors: list[str] | tuple[str, ...] = ("range",),
+                        instance_id: str | None = None, session_timeout_ms: int = 10000,
+                        heartbeat_interval_ms: int = 500,
+                        rebalance_timeout_ms: int | None = None,
+                        metadata_max_age_ms: int = 5000,
+                        security: dict[str, str] | None = None,
+                        group_protocol: str = "classic", members: int = 1,
+                        ) -> tuple[asyncio.subprocess.Process, Path]:
+    """Spawn a consumer driver (tests/clients/common.py). `security`: the driver's --security
     object (protocol, mechanism, username, password, cafile, certfile, keyfile).
     `group_protocol`: "consumer" for KIP-848 (Java and confluent drivers)."""
     if rebalance_timeout_ms is None:
@@ -308,6 +370,8 @@ async def start_member(tmp: Path, peers: Path, kind: str, name: str, *, bootstra
         args += ["--security", json.dumps(security)]
     if group_protocol != "classic":
         args += ["--group-protocol", group_protocol]
+    if members > 1:
+        args += ["--members", str(members)]
     log_path = tmp / f"member-{name}-{time.monotonic_ns()}.log"
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
                NODE_PATH=str(kafkajs_modules(peers)))
@@ -316,9 +380,7 @@ async def start_member(tmp: Path, peers: Path, kind: str, name: str, *, bootstra
             *driver_command(kind, peers, args), stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=log, cwd=REPO, env=env,
             start_new_session=True)
-    member = Member(kind, name, proc, log_path)
-    member.reader = asyncio.create_task(member._read())
-    return member
+    return proc, log_path
 
 
 def partition_of(members: list[Member], partitions: int) -> bool:

@@ -37,6 +37,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from coordinator.core.consumer.model import EMPTY_PARTITIONS, PartitionMap, SubscriptionType
+from protocol.frozen import fast_init
 
 __all__ = [
     "ASSIGNORS",
@@ -56,6 +57,7 @@ class AssignorError(RuntimeError):
     """Kafka's PartitionAssignorException: a bug or an inconsistent spec."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class MemberSpec:
     member_id: str

@@ -149,6 +149,9 @@ def partition_count(partitions: PartitionMap) -> int:
 
 def to_topic_partitions(partitions: PartitionMap) -> tuple[TopicPartitions, ...]:
     """Canonical wire/record form: topics by id, partitions ascending."""
+    if len(partitions) == 1:  # most members read one topic: no sort of the topics
+        for tid, ps in partitions.items():
+            return (TopicPartitions(tid, tuple(sorted(ps))),) if ps else ()
     return tuple(
         TopicPartitions(tid, tuple(sorted(ps)))
         for tid, ps in sorted(partitions.items(), key=lambda kv: kv[0].int)

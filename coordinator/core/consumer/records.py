@@ -31,6 +31,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from protocol.frozen import fast_init
+
 __all__ = [
     "RECORD_TYPES",
     "ClassicMemberMetadata",
@@ -57,6 +59,7 @@ __all__ = [
 ]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TopicPartitions:
     """One topic's partitions, by topic id; partitions ascending (our canonical order)."""
@@ -68,6 +71,7 @@ class TopicPartitions:
 # -- 3: group epoch and metadata hash ----------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupMetadataKey:
     group_id: str
@@ -145,22 +149,26 @@ class ConsumerGroupMemberMetadataValue:
 # -- 6 and 7: target assignment ------------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupTargetAssignmentMetadataKey:
     group_id: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupTargetAssignmentMetadataValue:
     assignment_epoch: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupTargetAssignmentMemberKey:
     group_id: str
     member_id: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupTargetAssignmentMemberValue:
     topic_partitions: tuple[TopicPartitions, ...]
@@ -169,12 +177,14 @@ class ConsumerGroupTargetAssignmentMemberValue:
 # -- 8: current member assignment -----------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupCurrentMemberAssignmentKey:
     group_id: str
     member_id: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupCurrentMemberAssignmentValue:
     member_epoch: int
@@ -232,6 +242,7 @@ RECORD_TYPES: dict[type, int] = {
 }
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupRecord:
     """A key and its value (None = tombstone): the same shape as core.records.Record."""
