@@ -425,8 +425,10 @@ def _main_serve(args: argparse.Namespace, words: Sequence[str]) -> int:
     lifecycle.setup_logging(settings.log_level, settings.log_format)
     if settings.workers > 1:  # the parent of N fleet members (coordinator.sidecar.workers)
         return workers.supervise(words, settings)
-    if workers.worker_index() is not None:
+    index = workers.worker_index()
+    if index is not None:
         share_ports()  # one of them: the client and broker ports are the workers' together
+        workers.tag_logs(index)
     import uvloop
 
     try:

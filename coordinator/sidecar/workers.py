@@ -19,6 +19,7 @@ What the parent does (an operator's expectations of one process):
   the configuration error code (2), or more than `MAX_RESTARTS` restarts within
   `RESTART_WINDOW_S`, stops the others and the parent exits non-zero, so the orchestrator sees
   the pod fail instead of a restart loop hidden inside it.
+- Each worker's log lines carry `worker=i` (they share the parent's stderr).
 - SIGHUP is forwarded too (each worker reloads its certificates).
 - Each worker is a process group of its own, so a terminal's Ctrl-C (sent to the foreground
   group) reaches it once, through the parent, not twice (a second signal stops at once); on
@@ -70,6 +71,18 @@ def worker_index() -> int | None:
     """This process's index among `serve --workers N`'s workers, or None (not a worker)."""
     value = os.environ.get(WORKER_ENV)
     return int(value) if value is not None and value.isdigit() else None
+
+
+def tag_logs(index: int) -> None:
+    """Every log line of worker `index` says `worker=index` (the workers share the parent's
+    stderr): an extra field, appended by the plain format and a key of the JSON one."""
+
+    def tag(record: logging.LogRecord) -> bool:
+        record.worker = index
+        return True
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(tag)
 
 
 def _shifted(address: str, i: int) -> str:

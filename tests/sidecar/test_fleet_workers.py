@@ -66,6 +66,7 @@ async def test_two_workers_are_one_fleet_behind_one_port(stack: Stack) -> None:
     from aiokafka.structs import OffsetAndMetadata
 
     parent, workers = await _workers(stack)
+    assert re.search(r"groupcoord\.fleet: fleet member .* worker=1", parent.log()), parent.log()
     owned = [serving(w) for w in workers]
     assert all(owned) and not owned[0] & owned[1], owned
     topic = "workers-t"
