@@ -138,6 +138,13 @@ async def one_setup(
         Metric("hb_scaling", f"heartbeats/s: --workers {WORKERS} / one", "ratio", Goal(">=", 1.7)),
         Metric("one_hb_cpu", "  groupcoord CPU under that load, one member", "%"),
         Metric("workers2_hb_cpu", f"  groupcoord CPU under that load, --workers {WORKERS}", "%"),
+        Metric("one_hb_per_cpu", "  heartbeats per groupcoord CPU-second, one member", "hb/s"),
+        Metric("workers2_hb_per_cpu", f"  the same, --workers {WORKERS}", "hb/s"),
+        Metric(
+            "hb_scaling_cpu_bound",
+            f"  hb/s scaling with a core per worker, projected ({WORKERS} x per-CPU ratio)",
+            "ratio",
+        ),
         Metric("load_start", "load average (1 min) at the start", "load"),
         Metric("load_end", "load average (1 min) at the end", "load"),
         Metric("errors", "errors (commits + heartbeats, both setups)", "count", Goal("<", 1)),
@@ -160,6 +167,14 @@ async def workers(ctx: Context, _server: object) -> dict[str, float]:
     out["commit_scaling"] = out["workers2_commit_rate"] / max(out["one_commit_rate"], 1e-9)
     out["hb_scaling"] = out["workers2_hb_rate"] / max(out["one_hb_rate"], 1e-9)
     out["errors"] = out["one_errors"] + out["workers2_errors"]
+    # What the CPU of a heartbeat says when nothing else competes for the cores (a 2-core machine
+    # also runs the generator, which then shares a core with a worker): N cores, each worker at
+    # its measured heartbeats per CPU-second, against one member at its own.
+    for tag in ("one", "workers2"):
+        out[f"{tag}_hb_per_cpu"] = out[f"{tag}_hb_rate"] / max(out[f"{tag}_hb_cpu"] / 100, 1e-9)
+    out["hb_scaling_cpu_bound"] = (
+        WORKERS * out["workers2_hb_per_cpu"] / max(out["one_hb_per_cpu"], 1e-9)
+    )
     ctx.notes.append(
         f"workers: load average {out['load_start']:.1f} at the start, {out['load_end']:.1f} at "
         f"the end, on {os.cpu_count()} cores shared with the generator and tansu; about half of "
