@@ -26,6 +26,8 @@ pytestmark = pytest.mark.clients
 __all__ = ["stack"]
 
 _STARTED = re.compile(r"worker (\d+) started \(pid (\d+)\)")
+_BROKER_PORT = re.compile(r"listening on 127\.0\.0\.1:(\d+) for upstream broker")
+TANSU_NODE_ID = 111
 
 
 def worker_views(parent: Sidecar, n: int) -> list[Sidecar]:
@@ -51,9 +53,9 @@ def alive(pid: int) -> bool:
         return False
 
 
-async def _workers(stack: Stack, n: int = 2) -> tuple[Sidecar, list[Sidecar]]:
+async def _workers(stack: Stack, *extra: str, n: int = 2) -> tuple[Sidecar, list[Sidecar]]:
     t = stack.tansu()
-    parent = stack.sidecar(t.bootstrap, fleet=True, workers=n)
+    parent = stack.sidecar(t.bootstrap, *extra, fleet=True, workers=n)
     workers = worker_views(parent, n)
     await rc.wait_until(lambda: len(worker_pids(parent)) == n, 30, "the workers to start",
                         explain=stack.explain)
@@ -61,11 +63,18 @@ async def _workers(stack: Stack, n: int = 2) -> tuple[Sidecar, list[Sidecar]]:
     return parent, workers
 
 
-async def test_two_workers_are_one_fleet_behind_one_port(stack: Stack) -> None:
+@pytest.mark.parametrize("broker_ports", ["ephemeral", "fixed"])
+async def test_two_workers_are_one_fleet_behind_one_port(stack: Stack, broker_ports: str) -> None:
+    """Ephemeral broker ports: each worker its own, named in its own Metadata answers. Fixed
+    (`--broker-port-base`): shared by the workers like the client port."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
     from aiokafka.structs import OffsetAndMetadata
 
-    parent, workers = await _workers(stack)
+    base = str(rc.free_port() - TANSU_NODE_ID)
+    extra = ("--broker-port-base", base) if broker_ports == "fixed" else ()
+    parent, workers = await _workers(stack, *extra)
+    listening = _BROKER_PORT.findall(parent.log())  # each worker listens for the broker
+    assert len(listening) == 2 and len(set(listening)) == (1 if extra else 2), listening
     assert re.search(r"groupcoord\.fleet: fleet member .* worker=1", parent.log()), parent.log()
     owned = [serving(w) for w in workers]
     assert all(owned) and not owned[0] & owned[1], owned
