@@ -139,15 +139,24 @@ def probe(port: int, timeout_s: float = 2.0) -> None:
 
 
 def _spawn(
-    name: str, argv: list[str], core: int | None, env: dict[str, str] | None = None
+    name: str,
+    argv: list[str],
+    core: int | tuple[int, ...] | None,
+    env: dict[str, str] | None = None,
 ) -> Server:
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
     log = workdir / "server.log"
     port = free_port()
     argv = [a.replace("{port}", str(port)).replace("{dir}", str(workdir / "data")) for a in argv]
     taskset = shutil.which("taskset")
-    if core is not None and taskset:
-        argv = [taskset, "-c", str(core), *argv]  # exec's the server: same pid, all threads pinned
+    cpus = (core,) if isinstance(core, int) else core  # a tuple: any of these cores
+    if cpus is not None and taskset:
+        argv = [
+            taskset,
+            "-c",
+            ",".join(map(str, cpus)),
+            *argv,
+        ]  # exec's the server: same pid, all threads pinned
     with log.open("wb") as out:
         proc = subprocess.Popen(
             argv,
@@ -158,12 +167,12 @@ def _spawn(
             env={**os.environ, **(env or {})},
             start_new_session=True,  # its own process group: stop() signals the server only
         )
-    if core is not None and not taskset:
-        os.sched_setaffinity(proc.pid, {core})
+    if cpus is not None and not taskset:
+        os.sched_setaffinity(proc.pid, cpus)
     return Server(name, proc, port, workdir, log)
 
 
-def start_groupcoord(core: int | None, extra: list[str] | None = None) -> Server:
+def start_groupcoord(core: int | tuple[int, ...] | None, extra: list[str] | None = None) -> Server:
     argv = [
         sys.executable,
         "-m",

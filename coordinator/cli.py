@@ -35,10 +35,11 @@ from coordinator.serve import addresses, config, history, http, lifecycle
 from coordinator.serve.config import ConfigError, Settings
 from coordinator.serve.journal import DiskJournal
 from coordinator.serve.lifecycle import installed_version
+from coordinator.serve.listener import share_ports
 from coordinator.serve.runtime import Journal
 from coordinator.serve.secure import SecurityOptions, make_ssl_context
 from coordinator.serve.server import Server, ServerOptions
-from coordinator.sidecar import fleet, history_topic
+from coordinator.sidecar import fleet, history_topic, workers
 from coordinator.sidecar import proxy as sidecar
 from coordinator.sidecar.fleet_journal import FleetJournal
 from coordinator.sidecar.fleet_tls import FleetTls
@@ -391,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.argv = tuple(words)
     args = parser.parse_args(words)
     if args.command == "serve":
-        return _main_serve(args)
+        return _main_serve(args, words)
     if args.command == "log":
         if not Path(args.data_dir).is_dir():
             # An error, not an empty dump: a script must not take a typo for an empty log.
@@ -412,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_CONFIG
 
 
-def _main_serve(args: argparse.Namespace) -> int:
+def _main_serve(args: argparse.Namespace, words: Sequence[str]) -> int:
     try:
         settings = config.resolve(args)
     except ConfigError as exc:
@@ -422,6 +423,12 @@ def _main_serve(args: argparse.Namespace) -> int:
         print(config.render_toml(settings))
         return 0
     lifecycle.setup_logging(settings.log_level, settings.log_format)
+    if settings.workers > 1:  # the parent of N fleet members (coordinator.sidecar.workers)
+        return workers.supervise(words, settings)
+    index = workers.worker_index()
+    if index is not None:
+        share_ports()  # one of them: the client and broker ports are the workers' together
+        workers.tag_logs(index)
     import uvloop
 
     try:

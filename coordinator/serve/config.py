@@ -313,6 +313,10 @@ SETTINGS: list[Setting] = [
             "sidecar fleet: a member silent this long loses its state partitions to the others "
             "(at least the upstream's group.min.session.timeout.ms)",
             at_least(1_000), metavar="MS"),
+    Setting("workers", "int", 1,
+            "sidecar fleet: run N fleet members in this process's place, one per core, sharing "
+            "the client and broker ports (SO_REUSEPORT); member i listens for peers and "
+            "metrics on the given ports + i", at_least(1), metavar="N"),
     Setting("fleet_ssl_cafile", "str", "",
             "sidecar fleet with an SSL/SASL_SSL listener: the CAs the members' certificates are "
             "verified against; the fleet listener is then mutual TLS (each member presents "
@@ -421,6 +425,23 @@ def _fleet_tls(s: Settings) -> None:
         )
 
 
+def _workers(s: Settings) -> None:
+    """--workers N: N fleet members share the client port, so only state on the upstream can be
+    shared between them (a local log belongs to one process)."""
+    if s.workers == 1:
+        return
+    if not s.upstream or s.state != "upstream":
+        raise s.error(
+            "workers",
+            "needs a sidecar fleet (--upstream with the state on it): the workers share their "
+            "groups through the upstream's state topic, and a local log belongs to one process",
+        )
+    if parse_host_port(s.listen)[1] == 0:
+        raise s.error("workers", "needs a fixed --listen port: the workers share it")
+    if s.security_protocol in ("SSL", "SASL_SSL"):
+        raise s.error("workers", "is not supported yet with a TLS listener (SSL, SASL_SSL)")
+
+
 def _upstream_sasl(s: Settings) -> None:
     if s.upstream_security_protocol.startswith("SASL_") and not s.upstream_sasl_username:
         raise s.error(
@@ -434,6 +455,7 @@ CROSS_CHECKS: list[Callable[[Settings], None]] = [
     _tls_files,
     _upstream_sasl,
     _fleet_tls,
+    _workers,
 ]
 
 

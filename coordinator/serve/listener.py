@@ -61,6 +61,21 @@ class Listening(Protocol):
     async def wait_closed(self) -> None: ...
 
 
+class _Ports:
+    shared = False  # this process is one of `serve --workers N` (coordinator.sidecar.workers)
+
+
+def share_ports() -> None:
+    """From now on the client and broker listeners bind with SO_REUSEPORT, so that the N workers
+    of `serve --workers N` accept on the same ports and the kernel spreads connections over them.
+    Only then: a second groupcoord started by mistake on a taken port must fail, not share it."""
+    _Ports.shared = True
+
+
+def ports_shared() -> bool:
+    return _Ports.shared
+
+
 async def start_listener(
     factory: Callable[[], asyncio.Protocol],
     host: str | None,
@@ -74,7 +89,9 @@ async def start_listener(
     if not hasattr(select, "epoll"):
         if sock is not None:
             return await loop.create_server(factory, sock=sock)
-        return await loop.create_server(factory, host, port, reuse_address=True)
+        return await loop.create_server(
+            factory, host, port, reuse_address=True, reuse_port=_Ports.shared or None
+        )
     socks = [sock] if sock is not None else await _bind(loop, host, port, backlog)
     listener = Listener(loop, factory, socks)
     listener.start()
@@ -95,6 +112,8 @@ async def _bind(
             sock = socket.socket(family, type_, proto)
             socks.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if _Ports.shared:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             # Port 0: the first address picks a free port and the others bind the same one

@@ -56,7 +56,7 @@ from coordinator.broker.security_admin import SECURITY_ADMIN_APIS
 from coordinator.core.topics import TopicInfo
 from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve.addresses import parse_upstream
-from coordinator.serve.listener import Listening, start_listener
+from coordinator.serve.listener import Listening, ports_shared, start_listener
 from coordinator.serve.server import CLOSE_TIMEOUT_S, Server
 from coordinator.sidecar import dark, rewrite
 from coordinator.sidecar.cluster_view import ClusterView
@@ -306,12 +306,15 @@ class Sidecar:
         base = self.options.broker_port_base
         port = base + node_id if base else 0
         host = self.server.options.host
+        shared = ports_shared()
         try:
             if not 0 <= port <= 65535:
                 raise OSError(f"port {port} out of range")
             # Bound now, so the port can be put in the answer being rewritten; the loop starts
             # accepting on it right after (a connection meanwhile waits in the backlog).
-            sock = socket.create_server((host, port), backlog=1024)
+            # --workers N: shared by the workers when the port is fixed (--broker-port-base);
+            # an ephemeral port is each worker's own, named in its own Metadata answers.
+            sock = socket.create_server((host, port), backlog=1024, reuse_port=shared and port > 0)
         except OSError as exc:
             log.error("cannot listen for upstream broker %d on %s:%d: %s", node_id, host, port, exc)
             return None

@@ -106,6 +106,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(n: int) -> int:
+    """The first of n consecutive free ports (`serve --workers N` listens on port + i)."""
+    for _ in range(100):
+        first = free_port()
+        try:
+            with contextlib.ExitStack() as stack:
+                for i in range(n):
+                    s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+                    s.bind(("127.0.0.1", first + i))
+            return first
+        except OSError:
+            continue
+    raise RuntimeError(f"no {n} consecutive free ports")
+
+
 def can_connect(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5):

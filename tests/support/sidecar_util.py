@@ -306,13 +306,15 @@ class Stack:
         return r
 
     def sidecar(self, upstream: str, *extra: str, refresh_ms: int = 200,
-                fleet: bool = False) -> Sidecar:
+                fleet: bool = False, workers: int = 1) -> Sidecar:
         """One sidecar; `fleet` keeps the default state on the upstream (a fleet member with a
         fleet listener on a free port), otherwise `--state local`: the single-sidecar tests'
-        behaviour (group APIs answer while the upstream is down)."""
-        port, metrics_port = rc.free_port(), rc.free_port()
-        state = (["--fleet-listen", f"{HOST}:{rc.free_port()}"] if fleet
+        behaviour (group APIs answer while the upstream is down). `workers` > 1: `serve
+        --workers N`, worker i's metrics and fleet listener on the given ports + i."""
+        port, metrics_port = rc.free_port(), rc.free_ports(workers)
+        state = (["--fleet-listen", f"{HOST}:{rc.free_ports(workers)}"] if fleet
                  else ["--state", "local"])
+        state += ["--workers", str(workers)] if workers > 1 else []
         data_dir = self.tmp / f"sidecar-{port}"
         log_path = self.tmp / f"sidecar-{port}.log"
         cmd = [sys.executable, "-m", "coordinator.cli", "serve", "--listen", f"{HOST}:{port}",

@@ -1,0 +1,158 @@
+"""`serve --workers N`: N fleet members on one host sharing the client port (SO_REUSEPORT).
+
+The workers are one fleet (between them they serve every state partition once), a real client
+commits and reads back offsets through the shared port, a worker killed with kill -9 is started
+again by the parent without losing an acknowledged commit, SIGTERM stops them all, and
+`--workers` without a fleet is refused (coordinator.sidecar.workers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from tests.sidecar.test_fleet import Committer, serving, settled
+from tests.support import realclients as rc
+from tests.support.sidecar_util import REPO, Sidecar, Stack, create_topic, fetch, stack
+
+pytestmark = pytest.mark.clients
+__all__ = ["stack"]
+
+_STARTED = re.compile(r"worker (\d+) started \(pid (\d+)\)")
+_BROKER_PORT = re.compile(r"listening on 127\.0\.0\.1:(\d+) for upstream broker")
+TANSU_NODE_ID = 111
+
+
+def worker_views(parent: Sidecar, n: int) -> list[Sidecar]:
+    """Each worker as a Sidecar handle: the shared client port, its own metrics port."""
+    return [replace(parent, metrics_port=parent.metrics_port + i) for i in range(n)]
+
+
+def worker_pids(parent: Sidecar) -> dict[int, int]:
+    """Worker index -> its latest pid, from the parent's log."""
+    return {int(i): int(pid) for i, pid in _STARTED.findall(parent.log())}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purpose: the parent has not reaped it yet.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+async def _workers(stack: Stack, *extra: str, n: int = 2) -> tuple[Sidecar, list[Sidecar]]:
+    t = stack.tansu()
+    parent = stack.sidecar(t.bootstrap, *extra, fleet=True, workers=n)
+    workers = worker_views(parent, n)
+    await rc.wait_until(lambda: len(worker_pids(parent)) == n, 30, "the workers to start",
+                        explain=stack.explain)
+    await settled(stack, workers, timeout=90)
+    return parent, workers
+
+
+@pytest.mark.parametrize("broker_ports", ["ephemeral", "fixed"])
+async def test_two_workers_are_one_fleet_behind_one_port(stack: Stack, broker_ports: str) -> None:
+    """Ephemeral broker ports: each worker its own, named in its own Metadata answers. Fixed
+    (`--broker-port-base`): shared by the workers like the client port."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.structs import OffsetAndMetadata
+
+    base = str(rc.free_port() - TANSU_NODE_ID)
+    extra = ("--broker-port-base", base) if broker_ports == "fixed" else ()
+    parent, workers = await _workers(stack, *extra)
+    listening = _BROKER_PORT.findall(parent.log())  # each worker listens for the broker
+    assert len(listening) == 2 and len(set(listening)) == (1 if extra else 2), listening
+    assert re.search(r"groupcoord\.fleet: fleet member .* worker=1", parent.log()), parent.log()
+    owned = [serving(w) for w in workers]
+    assert all(owned) and not owned[0] & owned[1], owned
+    topic = "workers-t"
+    await create_topic(stack.tansus[0].bootstrap, topic, 4)
+    # Several clients, several connections: the kernel spreads them over both workers, and
+    # every group answers through whichever worker a client reached.
+    for i in range(6):
+        group = f"workers-g{i}"
+        consumer = AIOKafkaConsumer(bootstrap_servers=parent.bootstrap, group_id=group,
+                                    enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in range(4)]
+            consumer.assign(tps)
+            await consumer.commit({tp: OffsetAndMetadata(10 * i + tp.partition, "")
+                                   for tp in tps})
+            for tp in tps:
+                assert await consumer.committed(tp) == 10 * i + tp.partition
+        finally:
+            await consumer.stop()
+        assert await fetch(parent.port, group, topic, 4) == {p: 10 * i + p for p in range(4)}
+    # Both workers took client connections (a group request reached each of them).
+    accepted = [_connections(w) for w in workers]
+    assert all(accepted), accepted
+
+
+def _connections(w: Sidecar) -> float:
+    total = 0.0
+    for line in w.metrics().splitlines():
+        if line.startswith("groupcoord_connections_accepted_total"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def test_a_worker_killed_is_started_again_and_loses_no_commit(stack: Stack) -> None:
+    parent, workers = await _workers(stack)
+    topic = "workers-kill"
+    await create_topic(stack.tansus[0].bootstrap, topic, 1)
+    committers = [Committer(parent.port, [f"kill-g{i}" for i in range(j, 12, 3)], topic)
+                  for j in range(3)]
+    for c in committers:
+        c.start()
+    await rc.wait_until(lambda: all(len(c.acked) == len(c.groups) for c in committers), 60,
+                        "commits acknowledged for every group", explain=stack.explain)
+    before = worker_pids(parent)
+    os.kill(before[1], signal.SIGKILL)
+    await rc.wait_until(lambda: worker_pids(parent).get(1) not in (None, before[1]), 30,
+                        "the parent to start worker 1 again", explain=stack.explain)
+    assert parent.proc.poll() is None
+    assert f"worker 1 (pid {before[1]}) died" in parent.log()
+    await settled(stack, workers, timeout=90)
+    marks = {id(c): dict(c.acked) for c in committers}
+    await rc.wait_until(lambda: all(any(c.acked[g] > marks[id(c)][g] for g in c.groups)
+                                    for c in committers),
+                        60, "commits acknowledged again after the restart", explain=stack.explain)
+    for c in committers:
+        await c.stop()
+    lost = []
+    for c in committers:
+        for g, acked in c.acked.items():
+            got = await fetch(parent.port, g, topic, 1)
+            if not isinstance(got, dict) or got[0] < acked:
+                lost.append((g, got, acked))
+    assert not lost, f"{lost}\n{stack.explain()}"
+
+    # SIGTERM to the parent stops every worker, and the parent exits 0 after them.
+    pids = worker_pids(parent)
+    parent.proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(parent.proc.wait, 60) == 0, parent.log()
+    assert not [p for p in pids.values() if alive(p)], pids
+
+
+def test_workers_without_a_fleet_are_refused() -> None:
+    for extra in ([], ["--upstream", "127.0.0.1:1", "--state", "local"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "coordinator.cli", "serve", "--workers", "2",
+             "--listen", f"127.0.0.1:{rc.free_port()}", *extra],
+            cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 2, done.stderr
+        assert "--workers: needs a sidecar fleet" in done.stderr, done.stderr
