@@ -251,6 +251,14 @@ SETTINGS: list[Setting] = [
     Setting("lag_interval_ms", "int", 10_000,
             "sidecar mode with --metrics-per-group: how often consumer lag is measured upstream",
             at_least(100), metavar="MS"),
+    # KIP-932 share groups (sidecar mode): Kafka's broker-level defaults for every share group.
+    Setting("share_record_lock_duration_ms", "int", 30_000,
+            "sidecar mode: how long a share consumer holds the records it acquired before they "
+            "go back to the others (Kafka's group.share.record.lock.duration.ms)",
+            at_least(1_000), metavar="MS"),
+    Setting("share_delivery_count_limit", "int", 5,
+            "sidecar mode: deliveries of a share-group record before it is archived (Kafka's "
+            "group.share.delivery.count.limit)", at_least(2), metavar="N"),
     Setting("state", "str", "upstream",
             "sidecar mode: where group state lives: 'upstream' (a compacted topic on the "
             "upstream cluster; any number of sidecars act as one coordinator) or 'local' "

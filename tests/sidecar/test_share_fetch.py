@@ -1,0 +1,138 @@
+"""KIP-932 through the sidecar at the wire: ShareFetch and ShareAcknowledge (kio-encoded) against a
+real sidecar in front of tansu and Apache Kafka 4.4: share sessions, acquire / accept / release /
+reject, lock expiry, and durability across a kill -9 of the sidecar."""
+
+from __future__ import annotations
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from tests.support import realclients as rc
+from tests.support.share_wire import (
+    ACCEPT,
+    REJECT,
+    RELEASE,
+    ack_errors,
+    deliveries,
+    share_ack,
+    share_fetch,
+    topic_id,
+)
+from tests.support.sidecar_util import (
+    RawClient,
+    Stack,
+    Upstream,
+    create_topic,
+    produce,
+    stack,
+    upstream,
+)
+
+pytestmark = pytest.mark.clients
+__all__ = ["stack", "upstream"]
+
+NONE = int(ErrorCode.none)
+
+
+async def _ready(stack: Stack, upstream: Upstream, *extra: str) -> tuple[RawClient, str, object]:
+    topic, group = upstream.name("shares"), upstream.name("sg")
+    sidecar = stack.sidecar(upstream.bootstrap, *extra)
+    await create_topic(sidecar.bootstrap, topic, 1)
+    client = await RawClient.connect(sidecar.port)
+    tid = await rc.wait_until(lambda: _known(client, topic), 20, "the topic id")
+    return client, topic, (group, tid)
+
+
+async def _known(client: RawClient, topic: str) -> object:
+    try:
+        return await topic_id(client, topic)
+    except AssertionError:
+        return None
+
+
+async def _fetch_until(client: RawClient, request_for: object, want: int, what: str) -> list:
+    """ShareFetch again (incrementing epochs through `request_for(epoch)`) until `want` offsets
+    were acquired in all; the deliveries' acquired ranges."""
+    got: list = []
+    epoch = [1]
+
+    async def more() -> bool:
+        response = await client.call(request_for(epoch[0]))  # type: ignore[operator]
+        assert response.error_code == NONE, response
+        epoch[0] += 1
+        for d in deliveries(response).values():
+            assert d.error == NONE, d
+            got.extend(d.acquired)
+        return sum(last - first + 1 for first, last, _ in got) >= want
+
+    await rc.wait_until(more, 20, what)
+    return got
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_acquire_accept_release_reject(stack: Stack, upstream: Upstream,
+                                             version: int) -> None:
+    client, topic, (group, tid) = await _ready(stack, upstream)
+    try:
+        # Epoch 0 opens the session; the share partition starts at the end (latest).
+        opened = await client.call(share_fetch(group, "m1", 0, tid, version=version))
+        assert opened.error_code == NONE
+        assert opened.acquisition_lock_timeout.total_seconds() == 30
+        await produce(upstream.bootstrap, topic, [f"k{i}" for i in range(5)])
+        got = await _fetch_until(
+            client, lambda e: share_fetch(group, "m1", e, tid, max_wait_ms=500,
+                                          version=version), 5, "5 records acquired")
+        assert [o for f, last, _ in got for o in range(f, last + 1)] == [0, 1, 2, 3, 4]
+        assert {c for *_, c in got} == {1}
+        # Another member sees nothing while m1 holds them.
+        other = await client.call(share_fetch(group, "m2", 0, tid, max_wait_ms=200))
+        assert deliveries(other)[0].acquired == []
+        # m1: accept 0-1, release 2-3, reject 4.
+        acked = await client.call(share_ack(group, "m1", 2 + len(got) - 1, tid, {0: [
+            (0, 1, ACCEPT), (2, 3, RELEASE), (4, 4, REJECT)]}, version=version))
+        assert acked.error_code == NONE, acked
+        assert ack_errors(acked) == {0: NONE}
+        # m2 now gets 2-3, delivered a second time; 4 was archived.
+        again = await client.call(share_fetch(group, "m2", 1, tid, max_wait_ms=2000))
+        assert deliveries(again)[0].acquired == [(2, 3, 2)]
+        # Acknowledging what another member holds is refused.
+        stolen = await client.call(share_ack(group, "m1", 3 + len(got) - 1, tid,
+                                             {0: [(2, 3, ACCEPT)]}))
+        assert ack_errors(stolen) == {0: int(ErrorCode.invalid_record_state)}
+    finally:
+        client.close()
+
+
+async def test_share_session_epochs(stack: Stack, upstream: Upstream) -> None:
+    client, _, (group, tid) = await _ready(stack, upstream)
+    try:
+        def code(response: object) -> int:
+            return int(response.error_code)  # type: ignore[attr-defined]
+
+        # No session yet: an incremental epoch, a final epoch, an acknowledgement.
+        assert code(await client.call(share_fetch(group, "m", 1, tid))) == \
+            ErrorCode.share_session_not_found
+        assert code(await client.call(share_fetch(group, "m", -1, None, partitions=()))) == \
+            ErrorCode.share_session_not_found
+        assert code(await client.call(share_ack(group, "m", 1, tid, {0: [(0, 0, ACCEPT)]}))) == \
+            ErrorCode.share_session_not_found
+        # Epoch 0 with acknowledgements: INVALID_REQUEST (Kafka's newContext).
+        assert code(await client.call(share_fetch(group, "m", 0, tid,
+                                                  acks={0: [(0, 0, ACCEPT)]}))) == \
+            ErrorCode.invalid_request
+        assert code(await client.call(share_fetch(group, "m", 0, tid))) == NONE
+        # The epoch must be the session's: 1 next, not 2; a ShareAcknowledge at 0 is refused.
+        assert code(await client.call(share_fetch(group, "m", 2, tid))) == \
+            ErrorCode.invalid_share_session_epoch
+        assert code(await client.call(share_ack(group, "m", 0, tid, {0: [(0, 0, ACCEPT)]}))) == \
+            ErrorCode.invalid_share_session_epoch
+        assert code(await client.call(share_fetch(group, "m", 1, tid))) == NONE
+        assert code(await client.call(share_fetch(group, "m", 2, tid))) == NONE
+        # The final epoch may not fetch; without partitions it closes the session.
+        assert code(await client.call(share_fetch(group, "m", -1, tid))) == \
+            ErrorCode.invalid_request
+        assert code(await client.call(share_fetch(group, "m", -1, None, partitions=()))) == NONE
+        assert code(await client.call(share_fetch(group, "m", 3, tid))) == \
+            ErrorCode.share_session_not_found
+    finally:
+        client.close()
