@@ -28,6 +28,7 @@ exceed it to keep whole batches, as Kafka does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import struct
@@ -64,6 +65,7 @@ _ZERO: Final = i32Timedelta.parse(timedelta(0))
 MAX_WAIT_CAP_MS: Final = 30_000
 _RECORD_LIMIT_MODE: Final = 1  # ShareAcquireMode record_limit (v2)
 _FETCH_MAX_BYTES: Final = 1 << 20  # per partition, toward the upstream
+_REPOLL_S: Final = 0.1  # an upstream that answered early with no records is asked again after it
 
 
 class Sidecar(Protocol):
@@ -222,14 +224,22 @@ class ShareService:
         wait_ms: int,
         answers: dict[TopicIdPartition, _Answer],
     ) -> None:
-        """Fetch upstream and acquire, waiting up to `wait_ms` for something to acquire."""
+        """Fetch upstream and acquire, waiting up to `wait_ms` for something to acquire: for
+        records to arrive upstream (the upstream Fetch's own wait) or to be released here (a
+        lock expiry, another member's release), whichever comes first (Kafka's
+        DelayedShareFetch)."""
         deadline = time.monotonic() + wait_ms / 1000
         while True:
             changed = self.state.changed_event()
             remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
-            fetched = await asyncio.gather(
-                *(self._fetch_one(group_id, names, tp, remaining_ms) for tp in partitions)
+            fetching = asyncio.ensure_future(
+                asyncio.gather(
+                    *(self._fetch_one(group_id, names, tp, remaining_ms) for tp in partitions)
+                )
             )
+            if not await _first(fetching, changed):
+                continue  # released here meanwhile: fetch again, from the released records
+            fetched = fetching.result()
             left = max_records
             got = False
             for tp, result in zip(partitions, fetched, strict=True):
@@ -250,13 +260,16 @@ class ShareService:
             remaining = deadline - time.monotonic()
             if got or remaining <= 0 or any(a.error != ErrorCode.none for a in answers.values()):
                 return
-            # Records were there upstream but held by others: wait for a release or an expiry
-            # here, or for the deadline (Kafka's DelayedShareFetch).
+            # Nothing to acquire: records were there upstream but held by others, or the
+            # upstream answered early with nothing. Wait for a release here (or, for the
+            # latter, a moment before asking the upstream again), up to the deadline.
+            data = any(isinstance(r, Fetched) and r.batches for r in fetched)
             try:
-                async with asyncio.timeout(remaining):
+                async with asyncio.timeout(remaining if data else min(remaining, _REPOLL_S)):
                     await changed.wait()
             except TimeoutError:
-                return
+                if data:
+                    return
 
     async def _fetch_one(
         self, group_id: str, names: dict[uuid.UUID, str], tp: TopicIdPartition, wait_ms: int
@@ -388,6 +401,22 @@ class ShareService:
         if "acquisition_lock_timeout" in module.ShareAcknowledgeResponse.__dataclass_fields__:
             fields["acquisition_lock_timeout"] = _ms(self.state.lock_duration_ms)
         return module.ShareAcknowledgeResponse(**fields)
+
+
+async def _first(fetching: asyncio.Future[Any], changed: asyncio.Event) -> bool:
+    """Wait for `fetching` or for `changed`; False (and `fetching` cancelled) if `changed` came
+    first."""
+    waking = asyncio.ensure_future(changed.wait())
+    try:
+        await asyncio.wait({fetching, waking}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waking.cancel()
+    if fetching.done():
+        return True
+    fetching.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await fetching
+    return False
 
 
 def _ack_batches(batches: Any) -> list[tuple[int, int, tuple[int, ...]]]:

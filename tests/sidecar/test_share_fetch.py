@@ -4,6 +4,8 @@ reject, lock expiry, and durability across a kill -9 of the sidecar."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -134,5 +136,63 @@ async def test_share_session_epochs(stack: Stack, upstream: Upstream) -> None:
         assert code(await client.call(share_fetch(group, "m", -1, None, partitions=()))) == NONE
         assert code(await client.call(share_fetch(group, "m", 3, tid))) == \
             ErrorCode.share_session_not_found
+    finally:
+        client.close()
+
+
+async def test_lock_expiry_and_delivery_limit(stack: Stack, upstream: Upstream) -> None:
+    """Records whose acquisition lock ran out go to the next member with their delivery count
+    up; at the delivery limit they are archived instead."""
+    client, topic, (group, tid) = await _ready(
+        stack, upstream, "--share-record-lock-duration-ms", "1000",
+        "--share-delivery-count-limit", "2")
+    try:
+        await client.call(share_fetch(group, "m1", 0, tid))
+        await produce(upstream.bootstrap, topic, ["a", "b", "c"])
+        got = await _fetch_until(client, lambda e: share_fetch(group, "m1", e, tid,
+                                                               max_wait_ms=500), 3, "3 acquired")
+        assert {c for *_, c in got} == {1}
+        # m2 waits for them: the lock expires after a second and the waiting fetch wakes.
+        started = asyncio.get_running_loop().time()
+        second = await client.call(share_fetch(group, "m2", 0, tid, max_wait_ms=5000))
+        assert deliveries(second)[0].acquired == [(0, 2, 2)]
+        assert asyncio.get_running_loop().time() - started < 4.5
+        # Delivered twice (the limit): after this lock expires they are archived, not offered.
+        third = await client.call(share_fetch(group, "m3", 0, tid, max_wait_ms=2500))
+        assert deliveries(third)[0].acquired == []
+        await produce(upstream.bootstrap, topic, ["d"])
+        fourth = await client.call(share_fetch(group, "m3", 1, tid, max_wait_ms=3000))
+        assert deliveries(fourth)[0].acquired == [(3, 3, 1)]
+    finally:
+        client.close()
+
+
+async def test_acknowledged_stay_acknowledged_across_kill_9(stack: Stack,
+                                                            upstream: Upstream) -> None:
+    """kill -9 of the sidecar: what was acknowledged is never delivered again, what was acquired
+    and not acknowledged is; the share partition's start offset survives too (a restart does
+    not jump to the latest offset past records produced meanwhile)."""
+    client, topic, (group, tid) = await _ready(stack, upstream)
+    sidecar = stack.sidecars[-1]
+    try:
+        await client.call(share_fetch(group, "m1", 0, tid))  # starts at the end: offset 0
+        await produce(upstream.bootstrap, topic, [f"k{i}" for i in range(6)])
+        got = await _fetch_until(client, lambda e: share_fetch(group, "m1", e, tid,
+                                                               max_wait_ms=500), 6, "6 acquired")
+        epoch = 1 + len(got)
+        acked = await client.call(share_ack(group, "m1", epoch, tid, {0: [(0, 2, ACCEPT)]}))
+        assert ack_errors(acked) == {0: NONE}
+    finally:
+        client.close()
+    sidecar.kill()
+    await produce(upstream.bootstrap, topic, ["k6"])  # while it is down
+    restarted = stack.sidecar(upstream.bootstrap, data_dir=sidecar.data_dir)
+    client = await RawClient.connect(restarted.port)
+    try:
+        await rc.wait_until(lambda: _known(client, topic), 20, "the topic id again")
+        got = await _fetch_until(client, lambda e: share_fetch(group, "m2", e - 1, tid,
+                                                               max_wait_ms=500), 4, "4 redelivered")
+        offsets = sorted(o for f, last, _ in got for o in range(f, last + 1))
+        assert offsets == [3, 4, 5, 6], got
     finally:
         client.close()
