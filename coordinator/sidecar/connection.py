@@ -214,6 +214,7 @@ class SidecarConnection(asyncio.Protocol):
         self._closed = True
         self._sidecar.server.connections.discard(cast(Connection, self))
         self._slots.clear()
+        self._sidecar.share.connection_closed(self)
         if self._router is not None:
             self._router.close()
         link, self._link = self._link, None
@@ -280,7 +281,7 @@ class SidecarConnection(asyncio.Protocol):
         elif api_key in SHARE_APIS:  # KIP-932: answered here (coordinator.sidecar.share_fetch)
             slot = Slot(self)
             self._slots.append(slot)
-            self._sidecar.share.request(frame, partial(self.complete, slot), self.abort)
+            self._sidecar.share.request(frame, partial(self.complete, slot), self.abort, self)
         elif api_key in _TXN or (api_key == WRITE_TXN_MARKERS and self.from_peer):
             self._txn(frame, api_key, correlation_id)
         elif api_key in WITHHELD:

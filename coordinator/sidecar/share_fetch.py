@@ -128,7 +128,11 @@ class ShareService:
         self.state = state
 
     def request(
-        self, frame: bytes, answer: Callable[[bytes], None], abort: Callable[[str], None]
+        self,
+        frame: bytes,
+        answer: Callable[[bytes], None],
+        abort: Callable[[str], None],
+        connection: object = None,
     ) -> None:
         try:
             api_key, version, correlation_id, request = decode(frame)
@@ -136,7 +140,7 @@ class ShareService:
             abort(str(exc))
             return
         if api_key == SHARE_FETCH:
-            work = self._share_fetch(version, request)
+            work = self._share_fetch(version, request, connection)
         else:
             work = self._share_acknowledge(version, request)
 
@@ -164,7 +168,17 @@ class ShareService:
 
     # -- ShareFetch ------------------------------------------------------------------------------
 
-    async def _share_fetch(self, version: int, request: Any) -> Any:
+    def connection_closed(self, connection: object) -> None:
+        """A client connection closed: its share sessions end, their members' records go back."""
+        for session in self.sessions.connection_closed(connection):
+            self.state.release_member_soon(session.group_id, session.member_id)
+
+    def member_left(self, group_id: str, member_id: str) -> None:
+        """For the share-group membership: a member left or was fenced (session timeout)."""
+        self.sessions.drop_member(group_id, member_id)
+        self.state.release_member_soon(group_id, member_id)
+
+    async def _share_fetch(self, version: int, request: Any, connection: object) -> Any:
         group_id = request.group_id or ""
         member_id = request.member_id or ""
         if not group_id or not member_id:
@@ -181,7 +195,14 @@ class ShareService:
         }
         now_ms = _now_ms()
         context = self.sessions.fetch_context(
-            group_id, member_id, request.share_session_epoch, wanted, forgotten, bool(acks), now_ms
+            group_id,
+            member_id,
+            request.share_session_epoch,
+            wanted,
+            forgotten,
+            bool(acks),
+            now_ms,
+            connection,
         )
         if context.error != ErrorCode.none:
             return self._fetch_error(version, context.error, None)
@@ -208,8 +229,17 @@ class ShareService:
             max_records = int(request.max_records)
             exact = getattr(request, "share_acquire_mode", 0) == _RECORD_LIMIT_MODE
             wait_ms = min(max(int(request.max_wait.total_seconds() * 1000), 0), MAX_WAIT_CAP_MS)
+            batch_size = int(request.batch_size) if request.batch_size > 0 else None
             await self._acquire(
-                group_id, member_id, names, fetchable, max_records, exact, wait_ms, answers
+                group_id,
+                member_id,
+                names,
+                fetchable,
+                max_records,
+                exact,
+                wait_ms,
+                answers,
+                batch_size,
             )
         return self._fetch_response(version, answers)
 
@@ -223,6 +253,7 @@ class ShareService:
         exact: bool,
         wait_ms: int,
         answers: dict[TopicIdPartition, _Answer],
+        batch_size: int | None = None,
     ) -> None:
         """Fetch upstream and acquire, waiting up to `wait_ms` for something to acquire: for
         records to arrive upstream (the upstream Fetch's own wait) or to be released here (a
@@ -250,7 +281,7 @@ class ShareService:
                 if left <= 0:
                     continue
                 acquired = self.state.acquire(
-                    group_id, member_id, tp, result, left, exact, _now_ms()
+                    group_id, member_id, tp, result, left, exact, _now_ms(), batch_size
                 )
                 if acquired:
                     got = True

@@ -12,6 +12,8 @@ Follows Apache Kafka's SharePartitionManager.newContext / ShareSessionCache:
 - epoch 0 with piggybacked acknowledgements: INVALID_REQUEST (nothing was delivered yet).
 - epoch n without a session: SHARE_SESSION_NOT_FOUND; with another epoch:
   INVALID_SHARE_SESSION_EPOCH.
+- a client connection closing ends the sessions last used on it (Kafka 4.1+, KAFKA-19015), and
+  their members' acquired records go back at once instead of at their locks' expiry.
 - a new session beyond `limit` sessions: SHARE_SESSION_LIMIT_REACHED (Kafka's
   group.share.max.share.sessions, 2000 by default); an idle session is evicted first.
 A partition with MaxBytes 0 is not added (Kafka's shareFetchDataWithMaxBytes); ShareFetch v1+
@@ -52,6 +54,7 @@ class ShareSession:
     epoch: int
     partitions: dict[TopicIdPartition, None] = field(default_factory=dict)  # ordered set
     last_used_ms: int = 0
+    connection: object = None  # the client connection it was last used on
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +84,9 @@ class ShareSessions:
         forgotten: Iterable[TopicIdPartition],
         has_acknowledgements: bool,
         now_ms: int,
+        connection: object = None,
     ) -> Context:
-        """The context of a ShareFetch (module docstring)."""
+        """The context of a ShareFetch (module docstring), on client `connection`."""
         key = (group_id, member_id)
         wanted = list(wanted)
         if epoch == FINAL_EPOCH:
@@ -101,6 +105,7 @@ class ShareSessions:
             opened = ShareSession(group_id, member_id, next_epoch(INITIAL_EPOCH))
             opened.partitions = dict.fromkeys(wanted)
             opened.last_used_ms = now_ms
+            opened.connection = connection
             self.sessions[key] = opened
             return Context(partitions=tuple(opened.partitions))
         session = self.sessions.get(key)
@@ -114,6 +119,7 @@ class ShareSessions:
             session.partitions.setdefault(tp, None)
         session.epoch = next_epoch(epoch)
         session.last_used_ms = now_ms
+        session.connection = connection
         return Context(partitions=tuple(session.partitions))
 
     def acknowledge_context(
@@ -136,6 +142,14 @@ class ShareSessions:
         session.epoch = next_epoch(epoch)
         session.last_used_ms = now_ms
         return Context()
+
+    def connection_closed(self, connection: object) -> list[ShareSession]:
+        """The sessions last used on `connection`, now gone (Kafka 4.1+, KAFKA-19015: a share
+        consumer's connection dropping ends its session and it leaves the share partitions)."""
+        gone = [s for s in self.sessions.values() if s.connection is connection]
+        for session in gone:
+            del self.sessions[(session.group_id, session.member_id)]
+        return gone
 
     def drop_member(self, group_id: str, member_id: str) -> None:
         """The member left its group (or its connection closed): its session goes."""

@@ -196,3 +196,22 @@ async def test_acknowledged_stay_acknowledged_across_kill_9(stack: Stack,
         assert offsets == [3, 4, 5, 6], got
     finally:
         client.close()
+
+
+async def test_a_closed_connection_gives_its_records_back(stack: Stack,
+                                                          upstream: Upstream) -> None:
+    """Kafka 4.1+ (KAFKA-19015): a share consumer's connection dropping ends its share session,
+    and what it had acquired goes to the others at once, not at the lock's expiry (30 s)."""
+    client, topic, (group, tid) = await _ready(stack, upstream)
+    other = await RawClient.connect(stack.sidecars[-1].port)
+    try:
+        await client.call(share_fetch(group, "m1", 0, tid))
+        await produce(upstream.bootstrap, topic, ["a", "b"])
+        await _fetch_until(client, lambda e: share_fetch(group, "m1", e, tid, max_wait_ms=500),
+                           2, "2 acquired")
+        client.close()
+        response = await other.call(share_fetch(group, "m2", 0, tid, max_wait_ms=5000))
+        assert deliveries(response)[0].acquired == [(0, 1, 2)]
+    finally:
+        other.close()
+        client.close()
