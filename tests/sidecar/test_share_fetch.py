@@ -5,6 +5,9 @@ reject, lock expiry, and durability across a kill -9 of the sidecar."""
 from __future__ import annotations
 
 import asyncio
+import os
+import uuid
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -25,6 +28,7 @@ from tests.support.sidecar_util import (
     Stack,
     Upstream,
     create_topic,
+    kio,
     produce,
     stack,
     upstream,
@@ -214,4 +218,28 @@ async def test_a_closed_connection_gives_its_records_back(stack: Stack,
         assert deliveries(response)[0].acquired == [(0, 1, 2)]
     finally:
         other.close()
+        client.close()
+
+
+async def test_standalone_refuses_share_fetch_with_an_error_code(server: Any) -> None:
+    """Without --upstream there are no records to share: ShareFetch and ShareAcknowledge get
+    UNSUPPORTED_VERSION with a message (Kafka's answer with share groups off), on an open
+    connection; ApiVersions does not offer them."""
+    if os.environ.get("GROUPCOORD_TEST_BROKER") == "tansu":
+        pytest.skip("groupcoord's own standalone mode")
+    broker = server()
+    client = await RawClient.connect(broker.port)
+    try:
+        versions = await client.call(kio(18, 3, "ApiVersionsRequest",
+                                         client_software_name="t", client_software_version="1"))
+        assert not {78, 79} & {k.api_key for k in versions.api_keys}
+        tid = uuid.uuid4()
+        for version in (1, 2):
+            fetched = await client.call(share_fetch("g", "m", 0, tid, version=version))
+            assert fetched.error_code == ErrorCode.unsupported_version
+            assert "sidecar" in (fetched.error_message or "")
+            acked = await client.call(share_ack("g", "m", 1, tid, {0: [(0, 0, ACCEPT)]},
+                                                version=version))
+            assert acked.error_code == ErrorCode.unsupported_version
+    finally:
         client.close()
