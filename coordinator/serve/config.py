@@ -37,6 +37,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from coordinator.core.effects import CoordinatorConfig
+from coordinator.core.share.values import SharePartitionConfig
 from coordinator.serve.addresses import parse_host_port, parse_upstream
 
 Kind = Literal["str", "int", "bool", "list"]
@@ -481,6 +482,10 @@ def coordinator_config(settings: Settings) -> CoordinatorConfig:
         f.name: settings[f.name] for f in fields(CoordinatorConfig) if f.name in settings.names()
     }
     values["offsets_retention_ms"] = int(settings.offsets_retention_minutes) * 60_000
+    values["share_partition"] = SharePartitionConfig(
+        record_lock_duration_ms=settings.share_record_lock_duration_ms,
+        delivery_count_limit=settings.share_delivery_count_limit,
+    )
     return CoordinatorConfig(**values)
 
 

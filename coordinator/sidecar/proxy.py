@@ -53,7 +53,7 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 
 from coordinator.broker.security_admin import SECURITY_ADMIN_APIS
-from coordinator.core.share.partition import SharePartitionConfig
+from coordinator.core.share.coordinator import ShareGroupCoordinator
 from coordinator.core.topics import TopicInfo
 from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve.addresses import parse_upstream
@@ -113,7 +113,6 @@ class SidecarOptions:
     # log with --state local; None: kept in memory only (a fleet, until its state topic has it).
     share_dir: str | None = None
     fsync: str = "always"
-    share: SharePartitionConfig = SharePartitionConfig()
 
 
 def from_settings(server: Server, settings: Any) -> Sidecar | None:
@@ -130,10 +129,6 @@ def from_settings(server: Server, settings: Any) -> Sidecar | None:
         security=security_from_settings(settings),
         share_dir=settings.data_dir if settings.state == "local" else None,
         fsync=settings.fsync,
-        share=SharePartitionConfig(
-            record_lock_duration_ms=settings.share_record_lock_duration_ms,
-            delivery_count_limit=settings.share_delivery_count_limit,
-        ),
     )
     return Sidecar(server, options)
 
@@ -161,7 +156,7 @@ class Sidecar:
         self.peer_links = PeerLinks(self.spawn)
         self.txn = TxnOffsets(self)  # TxnOffsetCommit and the transactions it follows (issue 29)
         # KIP-932: ShareFetch/ShareAcknowledge answered here; the store is opened by `start`.
-        self.share = ShareService(self, ShareState(MemoryShareStore(), self._share_config))
+        self.share = ShareService(self, ShareState(MemoryShareStore(), self._share_core))
         # A secured listener (docs/security.md): the gate authenticates and judges clients here,
         # and SASL and the ACL/credential admin APIs are answered here instead of upstream.
         gate = server.gate
@@ -238,17 +233,23 @@ class Sidecar:
                 await task
 
     async def _open_share_state(self) -> None:
+        runtime = self.server.runtime
+        if runtime is not None:  # a share member leaving releases its records: persisted here
+            runtime.on_share_updates = self._share_updated
         if self.options.share_dir is None:
             return
         store = await DiskShareStore.open(self.options.share_dir, self.options.fsync)
-        state = ShareState(store, self._share_config)
+        state = ShareState(store, self._share_core)
         count = await state.load()
         if count:
             log.info("share groups: %d share partitions restored", count)
         self.share.state = state
 
-    def _share_config(self, group_id: str) -> SharePartitionConfig:
-        return self.options.share  # the group's own configs: KIP-932's share.* group configs
+    def _share_updated(self, updates: list[Any]) -> None:
+        self.share.state.updated(updates)  # (the state opened by `start`, not the first one)
+
+    def _share_core(self) -> ShareGroupCoordinator:
+        return self.server.core.share
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)

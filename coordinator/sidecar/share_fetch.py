@@ -218,7 +218,7 @@ class ShareService:
             )
         if context.final:
             await self.state.release_member(group_id, member_id, context.released)
-            return self._fetch_response(version, answers)
+            return self._fetch_response(version, group_id, answers)
         fetchable = []
         for tp in context.partitions:
             if self._known(names, tp):
@@ -241,7 +241,7 @@ class ShareService:
                 answers,
                 batch_size,
             )
-        return self._fetch_response(version, answers)
+        return self._fetch_response(version, group_id, answers)
 
     async def _acquire(
         self,
@@ -347,7 +347,9 @@ class ShareService:
             node_endpoints=(),
         )
 
-    def _fetch_response(self, version: int, answers: dict[TopicIdPartition, _Answer]) -> Any:
+    def _fetch_response(
+        self, version: int, group_id: str, answers: dict[TopicIdPartition, _Answer]
+    ) -> Any:
         module = response_module(SHARE_FETCH, version)
         by_topic: dict[uuid.UUID, list[Any]] = {}
         for (topic_id, partition), answer in answers.items():
@@ -371,7 +373,7 @@ class ShareService:
         return module.ShareFetchResponse(
             throttle_time=_ZERO,
             error_code=ErrorCode.none,
-            acquisition_lock_timeout=_ms(self.state.lock_duration_ms),
+            acquisition_lock_timeout=_ms(self.state.lock_duration_ms(group_id)),
             responses=tuple(
                 module.ShareFetchableTopicResponse(topic_id=t, partitions=tuple(ps))
                 for t, ps in by_topic.items()
@@ -392,7 +394,7 @@ class ShareService:
         if not group_id or not member_id:
             error = ErrorCode.invalid_request
         if error != ErrorCode.none:
-            return self._ack_response(module, error, {})
+            return self._ack_response(module, group_id, error, {})
         names = self._names()
         results: dict[TopicIdPartition, ErrorCode] = {}
         for t in request.topics:
@@ -406,10 +408,14 @@ class ShareService:
                 )
         if context.final:
             await self.state.release_member(group_id, member_id, context.released)
-        return self._ack_response(module, ErrorCode.none, results)
+        return self._ack_response(module, group_id, ErrorCode.none, results)
 
     def _ack_response(
-        self, module: Any, error: ErrorCode, results: dict[TopicIdPartition, ErrorCode]
+        self,
+        module: Any,
+        group_id: str,
+        error: ErrorCode,
+        results: dict[TopicIdPartition, ErrorCode],
     ) -> Any:
         by_topic: dict[uuid.UUID, list[Any]] = {}
         for (topic_id, partition), code in results.items():
@@ -430,7 +436,7 @@ class ShareService:
             "node_endpoints": (),
         }
         if "acquisition_lock_timeout" in module.ShareAcknowledgeResponse.__dataclass_fields__:
-            fields["acquisition_lock_timeout"] = _ms(self.state.lock_duration_ms)
+            fields["acquisition_lock_timeout"] = _ms(self.state.lock_duration_ms(group_id))
         return module.ShareAcknowledgeResponse(**fields)
 
 

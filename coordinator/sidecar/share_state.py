@@ -28,19 +28,14 @@ import logging
 import struct
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from coordinator.core.share.partition import (
-    AcquiredRecords,
-    AcquireMode,
-    SharePartition,
-    SharePartitionConfig,
-)
-from coordinator.core.share.persisted import RecordState, ShareSnapshot, StateBatch
+from coordinator.core.share.coordinator import ShareGroupCoordinator
+from coordinator.core.share.partition import AcquiredRecords, AcquireMode, SharePartition
+from coordinator.core.share.persisted import RecordState, ShareSnapshot, ShareUpdate, StateBatch
 from coordinator.sidecar import share_upstream
 from coordinator.sidecar.share_upstream import Fetched
 from coordinator.sidecar.upstream import Broker
@@ -55,11 +50,7 @@ _HEAD = struct.Struct(">hiiiqi")  # version, snapshot/state/leader epoch, start 
 _BATCH = struct.Struct(">qqbh")  # first, last, state, delivery count
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionKey:
-    group_id: str
-    topic_id: uuid.UUID
-    partition: int
+PartitionKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition): the core's keys
 
 
 class ShareStore(Protocol):
@@ -74,13 +65,14 @@ class ShareStore(Protocol):
 
 
 def encode_key(key: PartitionKey) -> bytes:
-    group = key.group_id.encode()
+    group_id, topic_id, partition = key
+    group = group_id.encode()
     return (
         b"\x00\x01"
         + struct.pack(">h", len(group))
         + group
-        + key.topic_id.bytes
-        + struct.pack(">i", key.partition)
+        + topic_id.bytes
+        + struct.pack(">i", partition)
     )
 
 
@@ -90,7 +82,7 @@ def decode_key(data: bytes) -> PartitionKey:
     pos = 4 + length
     topic_id = uuid.UUID(bytes=bytes(data[pos : pos + 16]))
     (partition,) = struct.unpack_from(">i", data, pos + 16)
-    return PartitionKey(group, topic_id, partition)
+    return (group, topic_id, partition)
 
 
 def encode_snapshot(s: ShareSnapshot) -> bytes:
@@ -127,16 +119,18 @@ def decode_snapshot(data: bytes) -> ShareSnapshot:
 
 
 class ShareState:
+    """The shell around the core's share partitions (`ShareGroupCoordinator.partitions`, where
+    the share-group membership releases a leaving member's records too)."""
+
     def __init__(
         self,
         store: ShareStore,
-        config: Callable[[str], SharePartitionConfig] = lambda _group: SharePartitionConfig(),
+        share: Callable[[], ShareGroupCoordinator],
         reset_policy: Callable[[str], str] = lambda _group: "latest",
     ) -> None:
         self.store = store
-        self._config = config
+        self._share = share  # the core's, looked up each time: a reload replaces the core
         self._reset_policy = reset_policy  # share.auto.offset.reset of the group
-        self.partitions: dict[PartitionKey, SharePartition] = {}
         self._starting: dict[PartitionKey, asyncio.Future[None]] = {}
         self._changed = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
@@ -144,16 +138,32 @@ class ShareState:
         self._writes: set[asyncio.Task[None]] = set()
 
     @property
-    def lock_duration_ms(self) -> int:
-        return self._config("").record_lock_duration_ms
+    def partitions(self) -> dict[PartitionKey, SharePartition]:
+        return self._share().partitions
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return self._share().partition_config(group_id).record_lock_duration_ms
 
     async def load(self) -> int:
         """Rebuild the partitions from the store's snapshots (start-up)."""
-        for key, snapshot in (await self.store.load()).items():
-            self.partitions[key] = SharePartition.from_snapshot(
-                snapshot, self._config(key.group_id)
-            )
-        return len(self.partitions)
+        share = self._share()
+        snapshots = await self.store.load()
+        for key, snapshot in snapshots.items():
+            config = share.partition_config(key[0])
+            share.partitions[key] = SharePartition.from_snapshot(snapshot, config)
+        self._rearm()
+        return len(snapshots)
+
+    def updated(self, updates: list[tuple[PartitionKey, ShareUpdate]]) -> None:
+        """The core changed share partitions on its own (a share member left or was fenced, its
+        records released: `Effects.share_updates`): persist them and wake waiting fetches."""
+        partitions = self.partitions
+        for key in dict.fromkeys(k for k, _ in updates):
+            part = partitions.get(key)
+            if part is not None:
+                self._persist(key, part, True)
+        self._notify()
+        self._rearm()
 
     def changed_event(self) -> asyncio.Event:
         """Set at the next release, expiry or acknowledgement (a waiting ShareFetch wakes)."""
@@ -170,7 +180,7 @@ class ShareState:
     ) -> int | None:
         """Where to fetch the partition from upstream; None when nothing can be acquired now
         (or the start offset cannot be read yet). Raises UpstreamUnavailable."""
-        key = PartitionKey(group_id, tp[0], tp[1])
+        key = (group_id, tp[0], tp[1])
         part = self.partitions.get(key)
         if part is None:
             part = await self._start(key, topic, broker)
@@ -186,17 +196,19 @@ class ShareState:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._starting[key] = done
         try:
-            policy = self._reset_policy(key.group_id)
+            group_id, _, partition = key
+            policy = self._reset_policy(group_id)
             timestamp = share_upstream.EARLIEST if policy == "earliest" else share_upstream.LATEST
-            offset = await share_upstream.start_offset(broker, topic, key.partition, timestamp)
+            offset = await share_upstream.start_offset(broker, topic, partition, timestamp)
             if offset is None:
                 return None
-            part = SharePartition(self._config(key.group_id), offset)
-            await self.store.write(key, part.snapshot(), True)
-            self.partitions[key] = part
+            config = self._share().partition_config(group_id)
+            fresh = SharePartition(config, offset)
+            await self.store.write(key, fresh.snapshot(), True)
+            part = self.partitions.setdefault(key, fresh)  # (the core's, if it made one since)
             log.info(
                 "share group %s: %s-%d starts at offset %d (%s)",
-                key.group_id, topic, key.partition, offset, policy,
+                group_id, topic, partition, offset, policy,
             )  # fmt: skip
             return part
         finally:
@@ -214,7 +226,7 @@ class ShareState:
         now_ms: int,
         batch_size: int | None = None,
     ) -> list[Acquired]:
-        key = PartitionKey(group_id, tp[0], tp[1])
+        key = (group_id, tp[0], tp[1])
         part = self.partitions.get(key)
         if part is None or not fetched.batches:
             return []
@@ -242,7 +254,7 @@ class ShareState:
 
     def out_of_range(self, group_id: str, tp: TopicIdPartition, log_start_offset: int) -> None:
         """The upstream no longer has the records at the fetch offset (retention)."""
-        key = PartitionKey(group_id, tp[0], tp[1])
+        key = (group_id, tp[0], tp[1])
         part = self.partitions.get(key)
         if part is not None:
             self._persist(key, part, part.advance_start_offset(log_start_offset) is not None)
@@ -259,7 +271,7 @@ class ShareState:
     ) -> ErrorCode:
         """Apply a member's acknowledgements; returns once they are durable (the partition's
         AcknowledgeErrorCode / ErrorCode)."""
-        key = PartitionKey(group_id, tp[0], tp[1])
+        key = (group_id, tp[0], tp[1])
         part = self.partitions.get(key)
         if part is None:
             return ErrorCode.invalid_record_state  # nothing was acquired here
@@ -281,10 +293,11 @@ class ShareState:
     ) -> None:
         """A member's share session closed, or it left its group: what it holds goes back."""
         waits = []
+        wanted = None if partitions is None else set(partitions)
         for key, part in self.partitions.items():
-            if key.group_id != group_id:
+            if key[0] != group_id:
                 continue
-            if partitions is not None and (key.topic_id, key.partition) not in set(partitions):
+            if wanted is not None and (key[1], key[2]) not in wanted:
                 continue
             if part.release_member(member_id) is not None:
                 waits.append(self.store.write(key, part.snapshot(), True))
@@ -296,10 +309,6 @@ class ShareState:
     def release_member_soon(self, group_id: str, member_id: str) -> None:
         """For share-group membership (a member fenced or gone): release without waiting."""
         self._spawn(self.release_member(group_id, member_id))
-
-    def drop_group(self, group_id: str) -> None:
-        for key in [k for k in self.partitions if k.group_id == group_id]:
-            del self.partitions[key]
 
     # -- persistence and timers ------------------------------------------------------------------
 
@@ -335,7 +344,7 @@ class ShareState:
         self._timer_at = None
         now_ms = int(asyncio.get_running_loop().time() * 1000)
         released = False
-        for key, part in self.partitions.items():
+        for key, part in list(self.partitions.items()):
             deadline = part.next_deadline()
             if deadline is not None and deadline <= now_ms:
                 changed = part.expire(now_ms) is not None
