@@ -589,9 +589,7 @@ class Server:
         except codec.UnsupportedVersion as exc:
             if exc.header.api_key == _API_VERSIONS:
                 conn.send(codec.encode_api_versions_unsupported(exc.header))
-            elif (refused := share_refusal.answer(exc.header)) is not None:
-                conn.send(refused)  # standalone: no share groups (serve.share_refusal)
-            else:
+            elif not share_refusal.refused(conn, exc.header):  # standalone: no share groups
                 self._unsupported(conn, exc.header)
             return
         except codec.DecodeError as exc:
@@ -633,6 +631,7 @@ class Server:
         is derived from): advertised == routed, checked here and by a test."""
         routes: dict[int, Route] = dict.fromkeys(apis.GROUP_APIS, self._group_api)
         routes.update(dict.fromkeys(apis.CONSUMER_GROUP_APIS, self._group_api))  # KIP-848
+        routes.update(dict.fromkeys(apis.SHARE_GROUP_APIS, self._group_api))  # KIP-932
         routes.update(dict.fromkeys(TOPIC_ADMIN_APIS, self._topic_admin))
         routes[apis.API_VERSIONS] = self._api_versions
         routes[apis.METADATA] = self._metadata
