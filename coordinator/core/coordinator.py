@@ -48,6 +48,7 @@ from coordinator.core.handlers import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    share,
     sync,
 )
 from coordinator.core.messages import (
@@ -73,6 +74,8 @@ from coordinator.core.records import (
     TxnOffsetKey,
     TxnOffsetValue,
 )
+from coordinator.core.share.coordinator import ShareGroupCoordinator
+from coordinator.core.share.messages import ShareGroupDescribe, ShareGroupHeartbeat
 from coordinator.core.state import CoreState
 from coordinator.core.topichash import TopicHashCache
 from coordinator.core.topics import TopicCatalog, TopicInfo
@@ -98,6 +101,9 @@ HANDLERS: dict[type, Handler] = {
     # KIP-848 (issue 23): the consumer groups' APIs, core.handlers.consumer.
     ConsumerGroupHeartbeat: consumer.heartbeat,
     ConsumerGroupDescribe: consumer.describe,
+    # KIP-932: the share groups' membership APIs, core.handlers.share.
+    ShareGroupHeartbeat: share.heartbeat,
+    ShareGroupDescribe: share.describe,
 }
 
 
@@ -167,17 +173,28 @@ class GroupCoordinator:
         consumer groups')."""
         fx = expiry.expire(self.state, now_ms)
         consumer.expire(self.state, now_ms, fx)
+        share.expire(self.state, now_ms, fx)
         return fx
 
     def next_deadline_ms(self) -> int | None:
         return _earliest(
-            self.state.timers.next_deadline_ms(), self.state.consumer.next_deadline_ms()
+            _earliest(self.state.timers.next_deadline_ms(), self.state.consumer.next_deadline_ms()),
+            self.state.share.next_deadline_ms(),
         )
 
     def earliest_timer_ms(self) -> int | None:
         """The top of the timer heap, possibly a stale entry: O(1), for a cheap re-arm check.
         `next_deadline_ms` is the exact answer."""
-        return _earliest(self.state.timers.earliest_ms(), self.state.consumer.next_deadline_ms())
+        return _earliest(
+            _earliest(self.state.timers.earliest_ms(), self.state.consumer.next_deadline_ms()),
+            self.state.share.next_deadline_ms(),
+        )
+
+    @property
+    def share(self) -> ShareGroupCoordinator:
+        """The KIP-932 share groups and their share partitions (`share_partition(group id,
+        topic id, partition)`): the ShareFetch/ShareAcknowledge shell's way in."""
+        return self.state.share
 
     @property
     def consumer(self) -> ConsumerGroupCoordinator:
@@ -192,6 +209,7 @@ class GroupCoordinator:
         fx = topic_watch.topic_changed(self.state, name, info, now_ms, keep_offsets)
         # Consumer groups reading it recompute their metadata hash on their next heartbeat.
         self.state.consumer.topic_changed(name)
+        self.state.share.topic_changed(name)
         return fx
 
     def delete_topic_offsets(self, name: str) -> Effects:
@@ -208,6 +226,7 @@ class GroupCoordinator:
         fx = topic_watch.declare_topics(self.state, declared, now_ms)
         for info in declared:
             self.state.consumer.topic_changed(info.name)
+            self.state.share.topic_changed(info.name)
         return fx
 
     def replay_topic(self, key: TopicKey, value: TopicValue | None) -> None:

@@ -7,6 +7,7 @@ path).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,11 +20,32 @@ from coordinator.core.consumer.messages import (
 from coordinator.core.events import Event
 from coordinator.core.messages import Command, Result
 from coordinator.core.records import Record
+from coordinator.core.share.messages import (
+    ShareGroupDescribe,
+    ShareGroupDescribeResult,
+    ShareGroupHeartbeat,
+    ShareHeartbeatResponse,
+)
+from coordinator.core.share.persisted import ShareUpdate
+from coordinator.core.share.values import SharePartitionConfig
 
-# The classic APIs' commands and results (core.messages) and the KIP-848 ones (issue 23,
-# core.consumer.messages; core.handlers.consumer answers them).
-AnyCommand = Command | ConsumerGroupHeartbeat | ConsumerGroupDescribe
-AnyResult = Result | HeartbeatResponse | ConsumerGroupDescribeResult
+# The classic APIs' commands and results (core.messages), the KIP-848 ones (issue 23,
+# core.consumer.messages; core.handlers.consumer answers them) and the KIP-932 share groups'
+# (core.share.messages; core.handlers.share).
+AnyCommand = (
+    Command
+    | ConsumerGroupHeartbeat
+    | ConsumerGroupDescribe
+    | ShareGroupHeartbeat
+    | ShareGroupDescribe
+)
+AnyResult = (
+    Result
+    | HeartbeatResponse
+    | ConsumerGroupDescribeResult
+    | ShareHeartbeatResponse
+    | ShareGroupDescribeResult
+)
 
 
 @dataclass(slots=True)
@@ -31,6 +53,12 @@ class Effects:
     replies: list[tuple[int, AnyResult]] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    # KIP-932: share partitions' state changes a request caused (a share member left or was
+    # fenced, its records released): ((group id, topic id, partition), ShareUpdate), for the
+    # shell that persists share state.
+    share_updates: list[tuple[tuple[str, uuid.UUID, int], ShareUpdate]] = field(
+        default_factory=list
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +82,12 @@ class CoordinatorConfig:
     # group.consumer.migration.policy (Kafka 4.0+): the online upgrade (classic -> consumer) and
     # downgrade of non-empty groups: "bidirectional", "upgrade", "downgrade" or "disabled".
     consumer_migration_policy: str = "bidirectional"
+    # KIP-932 share groups: group.share.session.timeout.ms, .heartbeat.interval.ms, .max.size,
+    # and the share partitions' defaults (record lock duration, delivery count limit, locks).
+    share_session_timeout_ms: int = 45_000
+    share_heartbeat_interval_ms: int = 5_000
+    share_max_size: int = 200
+    share_partition: SharePartitionConfig = field(default_factory=SharePartitionConfig)
 
 
 MemberIdFactory = Callable[[str], str]

@@ -46,6 +46,8 @@ from coordinator.core.records import (
     TxnOffsetKey,
     TxnOffsetValue,
 )
+from coordinator.core.share.messages import ShareRecord
+from coordinator.core.share.records import RECORD_TYPES as SHARE_KEY_TYPES
 from coordinator.core.state import CoreState
 from coordinator.core.topic_watch import replay_topic
 
@@ -75,6 +77,9 @@ def replay(state: CoreState, record: Record) -> None:
         classic = groups.get(key.group_id)
         if classic is not None and not classic.members:
             del groups[key.group_id]
+        return
+    if type(key) in SHARE_KEY_TYPES:  # KIP-932: coordinator.core.share
+        state.share.replay(ShareRecord(key, record.value))  # type: ignore[arg-type]
         return
     if isinstance(key, OffsetCommitKey):
         if record.value is None:
@@ -106,6 +111,7 @@ def finish_loading(state: CoreState, now_ms: int) -> None:
     """Start every loaded member's session timer; send oversized groups into a rebalance."""
     state.loading = False
     state.consumer.finish_loading(now_ms)
+    state.share.finish_loading(now_ms)
     schedule = state.timers.schedule_session
     for group in state.groups.values():
         for member in group.members.values():
@@ -133,6 +139,7 @@ def load_groups(state: CoreState, records: list[Record], now_ms: int) -> Effects
         loaded[key.group_id] = None  # pragma: no mutate
     state.loading = was_loading
     state.consumer.finish_loading(now_ms, loaded)  # KIP-848 groups: their timers (issue 23)
+    state.share.finish_loading(now_ms, [g for g in loaded if g in state.share.groups])
     fx = Effects()
     schedule = state.timers.schedule_session
     for group_id in loaded:
@@ -155,6 +162,7 @@ def unload_groups(state: CoreState, group_ids: list[str]) -> Effects:
     fx = Effects()
     for group_id in group_ids:
         state.consumer.unload_group(group_id)  # KIP-848 groups (issue 23)
+        state.share.unload_group(group_id)  # KIP-932 share groups
         group = state.groups.pop(group_id, None)
         state.offsets.drop_group(group_id)
         state.txn_pending.drop_group(group_id)

@@ -13,6 +13,7 @@ Key   = int16 record type, then the key fields (Kafka's v0, non-flexible layout)
             int32, producer id int64, seq int64
         3-8, 16 the KIP-848 consumer-group records (issue 23), Kafka's keys and flexible v0
             values byte for byte: coordinator.core.consumer.codec.
+        10-14 the KIP-932 share-group records, the same way: coordinator.core.share.records.
 Value = int16 value version, then the fields at that version. A tombstone is a key with no value.
 
 Strings are int16 length + UTF-8 (-1 = null); bytes are int32 length + data; arrays int32 count.
@@ -30,7 +31,8 @@ Versions written:
   key (bytes each), iterations int32.
 - TxnOffsetValue v0: transactional id string, producer epoch int16, offset int64, leader epoch
   int32, metadata string, commit timestamp int64.
-- The consumer-group values (types 3-8, 16): v0, Kafka's only version.
+- The consumer-group values (types 3-8, 16) and share-group values (10-14): v0, Kafka's only
+  version.
 Versions read: OffsetCommitValue v0-v3, GroupMetadataValue v0-v3 and v100, TopicValue v0,
 AclValue v0, ScramCredentialValue v0, TxnOffsetValue v0. To add
 a field, add a new version here (decoders keep every old one) and write the new one.
@@ -85,6 +87,7 @@ from coordinator.core.records import (
     TxnOffsetKey,
     TxnOffsetValue,
 )
+from coordinator.core.share import records as share_codec
 
 LEGACY_OFFSET_COMMIT_TYPE = 0
 OFFSET_COMMIT_TYPE = 1
@@ -110,6 +113,8 @@ OFFSET_V3_FIXED_BYTES = _HQIH.size + 8
 
 _CONSUMER_KEY_CLASSES = typing.get_args(ConsumerGroupKey)
 _CONSUMER_VALUE_TYPES = typing.get_args(ConsumerGroupValue)
+_SHARE_KEY_CLASSES = typing.get_args(share_codec.ShareGroupKey)
+_SHARE_VALUE_TYPES = typing.get_args(share_codec.ShareGroupValue)
 
 
 # -- encoding ------------------------------------------------------------------------------------
@@ -139,6 +144,8 @@ def encode_key(key: RecordKey) -> bytes:
         )  # fmt: skip
     if isinstance(key, _CONSUMER_KEY_CLASSES):
         return consumer_codec.encode_key(key)
+    if isinstance(key, _SHARE_KEY_CLASSES):
+        return share_codec.encode_key(key)
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -164,6 +171,8 @@ def encode_value(value: RecordValue) -> bytes:
         )  # fmt: skip
     if isinstance(value, _CONSUMER_VALUE_TYPES):
         return consumer_codec.encode_value(value)
+    if isinstance(value, _SHARE_VALUE_TYPES):
+        return share_codec.encode_value(value)
     raise TypeError(f"not a record value: {value!r}")
 
 
@@ -257,6 +266,11 @@ def decode_key(key: bytes) -> RecordKey | None:
         try:
             return consumer_codec.decode_key(t, key)
         except consumer_codec.ConsumerCodecError as e:
+            raise RecordDecodeError(str(e)) from e
+    elif t in share_codec.SHARE_RECORD_TYPES:  # KIP-932 share groups
+        try:
+            return share_codec.decode_key(t, key)
+        except (consumer_codec.ConsumerCodecError, ValueError) as e:
             raise RecordDecodeError(str(e)) from e
     else:
         return None
@@ -388,6 +402,11 @@ def decode_record(key: bytes, value: bytes | None) -> Record | None:
         try:
             return Record(k, consumer_codec.decode_value(k, value))  # type: ignore[arg-type]
         except consumer_codec.ConsumerCodecError as e:
+            raise RecordDecodeError(str(e)) from e
+    if type(k) in share_codec.RECORD_TYPES:
+        try:
+            return Record(k, share_codec.decode_value(k, value))  # type: ignore[arg-type]
+        except (consumer_codec.ConsumerCodecError, ValueError) as e:
             raise RecordDecodeError(str(e)) from e
     return Record(k, decode_group_value(value))
 

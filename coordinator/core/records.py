@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coordinator.core.consumer.records import ConsumerGroupKey, ConsumerGroupValue
+from coordinator.core.share.records import ShareGroupKey, ShareGroupValue
 from protocol.frozen import fast_init
 
 
@@ -143,7 +144,8 @@ class TxnOffsetValue:
 
 SecurityKey = AclKey | ScramCredentialKey
 GroupKey = GroupMetadataKey | OffsetCommitKey
-# The KIP-848 consumer-group records (types 3-8, 16) are coordinator.core.consumer.records'.
+# The KIP-848 consumer-group records (types 3-8, 16) are coordinator.core.consumer.records';
+# the KIP-932 share-group records (types 10-14) coordinator.core.share.records'.
 RecordKey = (
     GroupMetadataKey
     | OffsetCommitKey
@@ -152,6 +154,7 @@ RecordKey = (
     | ScramCredentialKey
     | TxnOffsetKey
     | ConsumerGroupKey
+    | ShareGroupKey
 )
 RecordValue = (
     GroupMetadataValue
@@ -161,6 +164,7 @@ RecordValue = (
     | ScramCredentialValue
     | TxnOffsetValue
     | ConsumerGroupValue
+    | ShareGroupValue
 )
 
 

@@ -26,6 +26,8 @@ from coordinator.core.group import STATE_REPLIES, Check, ClassicGroup
 from coordinator.core.messages import ErrorCode
 from coordinator.core.offsets import OffsetStore
 from coordinator.core.security import SecurityState
+from coordinator.core.share.coordinator import ShareGroupCoordinator
+from coordinator.core.share.messages import ShareGroupConfig
 from coordinator.core.timers import TimerHeap
 from coordinator.core.topichash import TopicHashCache
 from coordinator.core.topics import TopicCatalog
@@ -55,6 +57,9 @@ class CoreState:
     # The KIP-848 consumer groups (issue 23, core.handlers.consumer): their own records, timers
     # and hash cache over the same catalog. A group id is in `groups` or here, never both.
     consumer: ConsumerGroupCoordinator = field(init=False)
+    # The KIP-932 share groups (core.handlers.share) and their share partitions. A group id is
+    # a classic, a consumer or a share group, never two of them.
+    share: ShareGroupCoordinator = field(init=False)
 
     def __post_init__(self) -> None:
         self.timers = TimerHeap(self.groups)
@@ -70,6 +75,16 @@ class CoreState:
             self.topics,
             _uuid_part(self.new_member_id),
             self.epoch_offset_ms,
+        )
+        self.share = ShareGroupCoordinator(
+            ShareGroupConfig(
+                session_timeout_ms=config.share_session_timeout_ms,
+                heartbeat_interval_ms=config.share_heartbeat_interval_ms,
+                max_size=config.share_max_size,
+                topic_hash=config.topic_hash,
+                partition=config.share_partition,
+            ),
+            self.topics,
         )
 
     def wall(self, now_ms: int) -> int:

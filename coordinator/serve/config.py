@@ -37,6 +37,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from coordinator.core.effects import CoordinatorConfig
+from coordinator.core.share.values import SharePartitionConfig
 from coordinator.serve.addresses import parse_host_port, parse_upstream
 
 Kind = Literal["str", "int", "bool", "list"]
@@ -251,6 +252,14 @@ SETTINGS: list[Setting] = [
     Setting("lag_interval_ms", "int", 10_000,
             "sidecar mode with --metrics-per-group: how often consumer lag is measured upstream",
             at_least(100), metavar="MS"),
+    # KIP-932 share groups (sidecar mode): Kafka's broker-level defaults for every share group.
+    Setting("share_record_lock_duration_ms", "int", 30_000,
+            "sidecar mode: how long a share consumer holds the records it acquired before they "
+            "go back to the others (Kafka's group.share.record.lock.duration.ms)",
+            at_least(1_000), metavar="MS"),
+    Setting("share_delivery_count_limit", "int", 5,
+            "sidecar mode: deliveries of a share-group record before it is archived (Kafka's "
+            "group.share.delivery.count.limit)", at_least(2), metavar="N"),
     Setting("state", "str", "upstream",
             "sidecar mode: where group state lives: 'upstream' (a compacted topic on the "
             "upstream cluster; any number of sidecars act as one coordinator) or 'local' "
@@ -473,6 +482,10 @@ def coordinator_config(settings: Settings) -> CoordinatorConfig:
         f.name: settings[f.name] for f in fields(CoordinatorConfig) if f.name in settings.names()
     }
     values["offsets_retention_ms"] = int(settings.offsets_retention_minutes) * 60_000
+    values["share_partition"] = SharePartitionConfig(
+        record_lock_duration_ms=settings.share_record_lock_duration_ms,
+        delivery_count_limit=settings.share_delivery_count_limit,
+    )
     return CoordinatorConfig(**values)
 
 

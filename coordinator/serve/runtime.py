@@ -15,7 +15,7 @@ import asyncio
 import collections
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from coordinator.core.coordinator import Effects, GroupCoordinator
 from coordinator.core.effects import AnyCommand, AnyResult
@@ -129,6 +129,9 @@ class Runtime:
         self._held: collections.deque[_Held] = collections.deque()
         self._releaser: asyncio.Task[None] | None = None
         self.last_write_error: BaseException | None = None  # set by a refused append
+        # KIP-932: share partitions the core changed (a share member left, its records released),
+        # for the sidecar's share state (coordinator.sidecar.share_state) to persist.
+        self.on_share_updates: Callable[[list[Any]], None] | None = None
         journal.on_durable(self._durable_advanced)
 
     def now_ms(self) -> int:
@@ -161,6 +164,8 @@ class Runtime:
         if self._events is not None:
             for event in effects.events:
                 self._events(event)
+        if effects.share_updates and self.on_share_updates is not None:
+            self.on_share_updates(effects.share_updates)
         journal = self.journal
         try:
             seq = journal.append(effects.records) if effects.records else journal.last_seq()

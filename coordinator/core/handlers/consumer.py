@@ -67,6 +67,10 @@ def heartbeat(
     if state.loading:
         fx.replies.append((reply_to, HeartbeatResponse(E.coordinator_load_in_progress)))
         return
+    if cmd.group_id in state.share.groups:  # KIP-932: a share group's id
+        message = f"Group {cmd.group_id} is not a consumer group."
+        fx.replies.append((reply_to, HeartbeatResponse(E.group_id_not_found, message)))
+        return
     classic = state.groups.get(cmd.group_id)
     upgraded: list[ConsumerGroupRecord] | None = None
     if classic is not None and classic.state is not GroupState.EMPTY:

@@ -56,6 +56,11 @@ def handle(state: CoreState, reply_to: int, cmd: JoinGroup, now_ms: int, fx: Eff
         return join_error(reply_to, E.invalid_session_timeout, cmd.member_id, fx)
     if state.loading:
         return join_error(reply_to, E.coordinator_load_in_progress, cmd.member_id, fx)
+    if cmd.group_id in state.share.groups:
+        # A share group's id (KIP-932): its protocol is not the member's. Kafka refuses a new
+        # member whose protocol the group does not support the same way; not checked against
+        # a share group on Kafka.
+        return join_error(reply_to, E.inconsistent_group_protocol, cmd.member_id, fx)
     consumer_group = state.consumer.groups.get(cmd.group_id)
     if consumer_group is not None:  # a KIP-848 group (issue 23)
         if consumer_group.members:
