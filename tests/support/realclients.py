@@ -269,14 +269,16 @@ class Member:
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
 
-def driver_command(kind: str, peers: Path, args: list[str]) -> list[str]:
+def driver_command(kind: str, peers: Path, args: list[str],
+                   java_main: str = "ConsumerDriver") -> list[str]:
+    """The command line of a driver; `java_main` picks the Java one (tests/java/*.java)."""
     if kind == "java":
         classes = peers / "java" / "classes"
         lib = peers / "java" / "lib"
         cp = os.pathsep.join([str(classes), *sorted(str(j) for j in lib.glob("*.jar"))])
         # Client-sized JVM: C1 only and the serial GC keep five JVMs from starving 2 cores.
         return ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx128m",
-                "-cp", cp, "ConsumerDriver", *args]
+                "-cp", cp, java_main, *args]
     if kind == "kafkajs":
         return ["node", str(KAFKAJS_DRIVER), *args]
     return [sys.executable, "-m", PY_DRIVERS[kind], *args]
@@ -308,14 +310,19 @@ async def start_member(tmp: Path, peers: Path, kind: str, name: str, *, bootstra
         args += ["--security", json.dumps(security)]
     if group_protocol != "classic":
         args += ["--group-protocol", group_protocol]
+    return await spawn_member(tmp, peers, kind, name, driver_command(kind, peers, args))
+
+
+async def spawn_member(tmp: Path, peers: Path, kind: str, name: str, cmd: list[str]) -> Member:
+    """Run a driver command line as a Member: stdin a pipe, stdout its JSON events, stderr a log
+    file in `tmp`, in a session of its own (so `kill()` takes its whole process group)."""
     log_path = tmp / f"member-{name}-{time.monotonic_ns()}.log"
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
                NODE_PATH=str(kafkajs_modules(peers)))
     with log_path.open("wb") as log:
         proc = await asyncio.create_subprocess_exec(
-            *driver_command(kind, peers, args), stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=log, cwd=REPO, env=env,
-            start_new_session=True)
+            *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
+            cwd=REPO, env=env, start_new_session=True)
     member = Member(kind, name, proc, log_path)
     member.reader = asyncio.create_task(member._read())
     return member

@@ -508,8 +508,8 @@ def upstream_groups(bootstrap: str) -> list[str]:
 # ---------------------------------------------------------------------------- raw Kafka client
 
 _KIO_NAMES = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 10: "find_coordinator",
-              18: "api_versions", 60: "describe_cluster", 78: "share_fetch",
-              79: "share_acknowledge"}
+              18: "api_versions", 60: "describe_cluster", 77: "share_group_describe",
+              78: "share_fetch", 79: "share_acknowledge"}
 
 
 def _kio_module(api_key: int, version: int, kind: str) -> Any:
