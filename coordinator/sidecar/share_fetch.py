@@ -246,6 +246,11 @@ class ShareService:
         if context.final:
             await self.state.release_member(group_id, member_id, context.released)
             return self._fetch_response(version, group_id, answers)
+        if getattr(request, "is_renew_ack", False):
+            # v2, KIP-1222: a fetch that only renews acquisition locks acquires nothing (the
+            # member is still busy with what it holds); our reading of the KIP, not checked
+            # against a broker.
+            return self._fetch_response(version, group_id, answers)
         fetchable = []
         for tp in context.partitions:
             if self._known(names, tp):
