@@ -273,6 +273,9 @@ class ShareService:
                 wait_ms,
                 answers,
                 batch_size,
+                # MaxBytes per partition, toward the upstream (whose Fetch returns a first batch
+                # larger than that whole, KIP-74, as Kafka's ShareFetch does)
+                max(1, min(int(request.max_bytes), _FETCH_MAX_BYTES)),
             )
         return self._fetch_response(version, group_id, answers)
 
@@ -287,6 +290,7 @@ class ShareService:
         wait_ms: int,
         answers: dict[TopicIdPartition, _Answer],
         batch_size: int | None = None,
+        max_bytes: int = _FETCH_MAX_BYTES,
     ) -> None:
         """Fetch upstream and acquire, waiting up to `wait_ms` for something to acquire: for
         records to arrive upstream (the upstream Fetch's own wait) or to be released here (a
@@ -298,7 +302,10 @@ class ShareService:
             remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
             fetching = asyncio.ensure_future(
                 asyncio.gather(
-                    *(self._fetch_one(group_id, names, tp, remaining_ms) for tp in partitions)
+                    *(
+                        self._fetch_one(group_id, names, tp, remaining_ms, max_bytes)
+                        for tp in partitions
+                    )
                 )
             )
             if not await _first(fetching, changed):
@@ -336,7 +343,12 @@ class ShareService:
                     return
 
     async def _fetch_one(
-        self, group_id: str, names: dict[uuid.UUID, str], tp: TopicIdPartition, wait_ms: int
+        self,
+        group_id: str,
+        names: dict[uuid.UUID, str],
+        tp: TopicIdPartition,
+        wait_ms: int,
+        max_bytes: int = _FETCH_MAX_BYTES,
     ) -> Fetched | ErrorCode:
         topic = names[tp[0]]
         sidecar = self._sidecar
@@ -347,9 +359,9 @@ class ShareService:
             return ErrorCode.not_leader_or_follower
         try:
             offset = await self.state.fetch_offset(group_id, tp, topic, broker)
-            if offset is None:
-                return ErrorCode.not_leader_or_follower
-            result = await fetch(broker, topic, tp[1], offset, _FETCH_MAX_BYTES, wait_ms)
+            if offset is None:  # as many records in flight as it may have: wait for some
+                return Fetched(ErrorCode.none)
+            result = await fetch(broker, topic, tp[1], offset, max_bytes, wait_ms)
         except (UpstreamUnavailable, rewrite.RewriteError) as exc:
             log.debug("share fetch of %s-%d upstream failed: %s", topic, tp[1], exc)
             sidecar.refresh_soon()
