@@ -272,7 +272,9 @@ class KafkaCluster:
             node.root.mkdir(parents=True, exist_ok=True)
             (node.root / "server.properties").write_text(self._properties(node))
             procs.append(subprocess.Popen(
-                self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                # --cluster-id=ID in one word: a random id may begin with "-" (base64url), which
+                # as a separate word the tool's argparse takes for an option (a usage error).
+                self._java("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
                            "-c", str(node.root / "server.properties"), "--ignore-formatted",
                            *self._scram_users(),
                            jvm=["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]),
