@@ -15,7 +15,7 @@ import asyncio
 import collections
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from coordinator.core.coordinator import Effects, GroupCoordinator
 from coordinator.core.effects import AnyCommand, AnyResult
@@ -129,6 +129,12 @@ class Runtime:
         self._held: collections.deque[_Held] = collections.deque()
         self._releaser: asyncio.Task[None] | None = None
         self.last_write_error: BaseException | None = None  # set by a refused append
+        # KIP-932: share partitions the core changed (a share member left, its records released),
+        # for the sidecar's share state (coordinator.sidecar.share_state) to persist.
+        self.on_share_updates: Callable[[list[Any]], None] | None = None
+        # ...and the records of each batch, for the sidecar to see share assignments as they
+        # are made (it starts the assigned share partitions then, as Kafka initializes them).
+        self.on_records: Callable[[list[Record]], None] | None = None
         journal.on_durable(self._durable_advanced)
 
     def now_ms(self) -> int:
@@ -161,6 +167,10 @@ class Runtime:
         if self._events is not None:
             for event in effects.events:
                 self._events(event)
+        if effects.share_updates and self.on_share_updates is not None:
+            self.on_share_updates(effects.share_updates)
+        if effects.records and self.on_records is not None:
+            self.on_records(effects.records)
         journal = self.journal
         try:
             seq = journal.append(effects.records) if effects.records else journal.last_seq()
@@ -170,10 +180,14 @@ class Runtime:
             self._arm_timer()
             return
         if effects.replies:
-            if seq <= self.journal.durable_seq():
-                self._release(effects.replies)
-            else:
+            if seq > self.journal.durable_seq():
                 self._hold(seq, effects.replies)
+            elif effects.records and journal.lost(seq):
+                # A fleet's journal refused it at once (a group of a state partition this
+                # member does not own): "durable" already, as lost appends are.
+                self._write_failed(effects.replies, _NOT_DURABLE)
+            else:
+                self._release(effects.replies)
         self._rearm()
 
     def _release(self, replies: list[tuple[int, AnyResult]]) -> None:
@@ -309,7 +323,10 @@ class Runtime:
             return
         seq = self.journal.last_seq()
         if seq <= self.journal.durable_seq():
-            done()
+            if effects.records and self.journal.lost(seq):  # refused at once (see `apply`)
+                failed(_NOT_DURABLE)
+            else:
+                done()
             return
         self._hold(seq, [], done, failed)
 

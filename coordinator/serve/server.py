@@ -39,7 +39,7 @@ from coordinator.core.messages import (
 )
 from coordinator.core.topics import TopicCatalog, TopicInfo
 from coordinator.security.sasl import credentials_from
-from coordinator.serve import adapters, addresses, consumer_adapters, trace
+from coordinator.serve import adapters, addresses, consumer_adapters, share_refusal, trace
 from coordinator.serve.journal import DiskJournal
 from coordinator.serve.lifecycle import OncePerKey
 from coordinator.serve.listener import Listening, start_listener
@@ -594,7 +594,7 @@ class Server:
         except codec.UnsupportedVersion as exc:
             if exc.header.api_key == _API_VERSIONS:
                 conn.send(codec.encode_api_versions_unsupported(exc.header))
-            else:
+            elif not share_refusal.refused(conn, exc.header):  # standalone: no share groups
                 self._unsupported(conn, exc.header)
             return
         except codec.DecodeError as exc:
@@ -616,9 +616,8 @@ class Server:
         self.routes[header.api_key](conn, header, request, t0)
 
     def _unsupported(self, conn: Connection, header: RequestHeader) -> None:
-        """An API or version we do not serve: close the connection, as a broker does. One log
-        line per client and request kind, rate-limited (lifecycle.OncePerKey): such a client
-        reconnects and asks again at once."""
+        """An API or version we do not serve: close the connection, as a broker does; logged
+        once per client and request kind (lifecycle.OncePerKey): such a client asks again."""
         name = api_name(header.api_key)
         spec = apis.APIS.get(header.api_key)
         served = f"v{spec.min_version}-v{spec.max_version} only" if spec else "not at all"
@@ -626,8 +625,7 @@ class Server:
             (conn.client_host, header.client_id, header.api_key, header.api_version),
             "refusing %s v%d from %s (client id %r): groupcoord serves %s %s; closing its "
             "connections (the client is too old, or configured with an old api_version)",
-            name, header.api_version, conn.client_host.lstrip("/"), header.client_id, name,
-            served,
+            name, header.api_version, conn.client_host.lstrip("/"), header.client_id, name, served,
         )  # fmt: skip
         conn.abort(f"unsupported API {name} v{header.api_version}", quiet=True)
 

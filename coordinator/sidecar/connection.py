@@ -41,6 +41,7 @@ from coordinator.sidecar.rewrite import (
     RewriteError,
     Sink,
 )
+from coordinator.sidecar.share_fetch import SHARE_APIS
 from coordinator.sidecar.slots import STREAMING, LocalReply, Rewritten, Slot
 from coordinator.sidecar.topic_lookup import HeldRequests
 from coordinator.sidecar.txn import OBSERVED as TXN_OBSERVED
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from coordinator.sidecar.forward import PeerLinks
     from coordinator.sidecar.placement import Locator
     from coordinator.sidecar.rewrite import BrokerAddress, Ranges
+    from coordinator.sidecar.share_fetch import ShareService
     from coordinator.sidecar.topic_lookup import TopicLookup
     from coordinator.sidecar.txn import TxnOffsets
     from coordinator.sidecar.upstream import Upstreams
@@ -78,6 +80,7 @@ _WHOLE: Final = (
     | {TXN_OFFSET_COMMIT}
     | TXN_OBSERVED  # coordinator.sidecar.txn
     | {WRITE_TXN_MARKERS}  # from a fleet member: an outcome notice (coordinator.sidecar.txn)
+    | SHARE_APIS  # coordinator.sidecar.share_fetch
 )
 _GROUP_KEY: Final = 0
 _TXN: Final = TXN_OBSERVED | {TXN_OFFSET_COMMIT}
@@ -100,9 +103,13 @@ class Sidecar(Protocol):
     locator: Locator | None
     peer_links: PeerLinks
     txn: TxnOffsets
+    share: ShareService
 
     @property
     def topics(self) -> dict[str, TopicInfo]: ...
+
+    @property
+    def leaders(self) -> dict[tuple[str, int], int]: ...
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]: ...
 
@@ -209,6 +216,7 @@ class SidecarConnection(asyncio.Protocol):
         self._closed = True
         self._sidecar.server.connections.discard(cast(Connection, self))
         self._slots.clear()
+        self._sidecar.share.connection_closed(self)
         if self._router is not None:
             self._router.close()
         link, self._link = self._link, None
@@ -272,6 +280,8 @@ class SidecarConnection(asyncio.Protocol):
             slot = Slot(self)
             self._slots.append(slot)
             self._dispatch(slot, frame)
+        elif api_key in SHARE_APIS:  # KIP-932: answered here (coordinator.sidecar.share_fetch)
+            self._share(frame)
         elif api_key in _TXN or (api_key == WRITE_TXN_MARKERS and self.from_peer):
             self._txn(frame, api_key, correlation_id)
         elif api_key in WITHHELD:
@@ -302,6 +312,14 @@ class SidecarConnection(asyncio.Protocol):
             slot = Slot(self)
             self._slots.append(slot)
             self._forward(frame, correlation_id, slot)
+
+    def _share(self, frame: bytes) -> None:
+        slot = Slot(self)
+        self._slots.append(slot)
+        forward = None  # in a fleet: to the group's owner, on this connection's router
+        if self._sidecar.locator is not None and not self.from_peer:
+            forward = self._group_router().forward
+        self._sidecar.share.request(frame, partial(self.complete, slot), self.abort, self, forward)
 
     def _group(self, slot: Slot, frame: bytes) -> None:
         locator = self._sidecar.locator

@@ -53,6 +53,7 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 
 from coordinator.broker.security_admin import SECURITY_ADMIN_APIS
+from coordinator.core.share.coordinator import ShareGroupCoordinator
 from coordinator.core.topics import TopicInfo
 from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve.addresses import parse_upstream
@@ -71,6 +72,8 @@ from coordinator.sidecar.rewrite import (
     Ranges,
     RewriteError,
 )
+from coordinator.sidecar.share_fetch import ShareService
+from coordinator.sidecar.share_state import RuntimeStore, ShareState
 from coordinator.sidecar.topic_lookup import TopicLookup, metadata_request
 from coordinator.sidecar.traffic import UpstreamCollector
 from coordinator.sidecar.txn import TxnOffsets
@@ -149,6 +152,9 @@ class Sidecar:
         self.locator: Locator | None = None
         self.peer_links = PeerLinks(self.spawn)
         self.txn = TxnOffsets(self)  # TxnOffsetCommit and the transactions it follows (issue 29)
+        # KIP-932: ShareFetch/ShareAcknowledge answered here; the store is opened by `start`.
+        store = RuntimeStore(lambda: self.server.runtime)  # with the groups' records
+        self.share = ShareService(self, ShareState(store, self._share_core))
         # A secured listener (docs/security.md): the gate authenticates and judges clients here,
         # and SASL and the ACL/credential admin APIs are answered here instead of upstream.
         gate = server.gate
@@ -172,6 +178,7 @@ class Sidecar:
         )
         # The topics the log restored: a topic deleted upstream meanwhile is noticed as gone.
         self.view.restore(self.server.catalog)
+        self._share_hooks()
         try:
             await self.refresh()
         except (UpstreamUnavailable, RewriteError) as exc:
@@ -213,12 +220,25 @@ class Sidecar:
                 conn.close()
         self.upstreams.close()
         self.peer_links.close()
+        self.share.state.close()
         for server in self._servers:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(server.wait_closed(), CLOSE_TIMEOUT_S)
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+    def _share_hooks(self) -> None:
+        runtime = self.server.runtime
+        if runtime is not None:  # a share member leaving releases its records: persisted here
+            runtime.on_share_updates = self._share_updated
+            runtime.on_records = self.share.records_applied
+
+    def _share_updated(self, updates: list[Any]) -> None:
+        self.share.state.updated(updates)
+
+    def _share_core(self) -> ShareGroupCoordinator:
+        return self.server.core.share
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)

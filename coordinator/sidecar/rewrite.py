@@ -64,8 +64,6 @@ DESCRIBE_CLUSTER: Final = 60
 # Group APIs groupcoord does not implement; forwarding them would coordinate groups upstream.
 WITHHELD: Final = frozenset(
     {
-        78,  # ShareFetch
-        79,  # ShareAcknowledge
         88,  # StreamsGroupHeartbeat (KIP-1071)
         89,  # StreamsGroupDescribe
         90,  # DescribeShareGroupOffsets
@@ -73,6 +71,11 @@ WITHHELD: Final = frozenset(
         92,  # DeleteShareGroupOffsets
     }
 )
+
+# KIP-932's ShareFetch and ShareAcknowledge, answered by the sidecar
+# (coordinator.sidecar.share_fetch) at the versions Kafka 4.4
+# offers (v0 was the early-access protocol, removed in Kafka 4.1).
+SHARE_VERSIONS: Final = {78: (1, 2), 79: (1, 2)}
 
 # Highest version the sidecar forwards or rewrites, where it is lower than the upstream's.
 _KIO_NAMES: Final = {  # kio's module name and class name prefix for each API the sidecar reads
@@ -92,6 +95,8 @@ _KIO_NAMES: Final = {  # kio's module name and class name prefix for each API th
     28: ("txn_offset_commit", "TxnOffsetCommit"),
     27: ("write_txn_markers", "WriteTxnMarkers"),  # the fleet's outcome notices, member to member
     65: ("describe_transactions", "DescribeTransactions"),  # the txn witness's, where offered
+    78: ("share_fetch", "ShareFetch"),  # answered here: coordinator.sidecar.share_fetch
+    79: ("share_acknowledge", "ShareAcknowledge"),
 }
 VERSION_CAPS: Final = {
     PRODUCE: 9,  # v10 adds NodeEndpoints (KIP-951)
@@ -503,7 +508,7 @@ def api_version_ranges(
     )
     out: dict[int, tuple[int, int]] = {}
     for key, (upstream_low, upstream_high) in upstream.items():
-        if key in WITHHELD or key in local:
+        if key in WITHHELD or key in local or key in SHARE_VERSIONS:
             continue
         low, high = upstream_low, upstream_high
         cap = VERSION_CAPS.get(key)
@@ -518,6 +523,7 @@ def api_version_ranges(
     for key in local:
         spec = apis.APIS[key]
         out[key] = (spec.min_version, spec.max_version)
+    out.update(SHARE_VERSIONS)
     spec = apis.APIS[API_VERSIONS]
     out[API_VERSIONS] = (spec.min_version, spec.max_version)
     return tuple((key, low, high) for key, (low, high) in sorted(out.items()))

@@ -404,6 +404,26 @@ class Broker:
             raise UpstreamUnavailable(f"{self.label}: connection lost")
         return frame
 
+    async def call(self, entity: Any, timeout_s: float = CONTROL_TIMEOUT_S) -> bytes:
+        """The sidecar's own request on a pooled link of its own, not the control link: a
+        long-polling Fetch (coordinator.sidecar.share_upstream) must not hold up the others.
+        Raises UpstreamUnavailable."""
+        link = await self.connect()
+        future = self._send(link, entity)
+        try:
+            async with asyncio.timeout(timeout_s):
+                frame = await future
+        except TimeoutError:
+            link.close()
+            raise UpstreamUnavailable(f"{self.label}: no answer in {timeout_s} s") from None
+        except BaseException:
+            link.close()  # cancelled while it waited: the link is out of step
+            raise
+        if frame is None:
+            raise UpstreamUnavailable(f"{self.label}: connection lost")
+        self.release(link)
+        return frame
+
 
 class Upstreams:
     """The upstream cluster as the sidecar knows it: brokers by node id, and the bootstrap list."""

@@ -322,7 +322,9 @@ class Swarm:
         self.members[0].kill()
 
 
-def driver_command(kind: str, peers: Path, args: list[str]) -> list[str]:
+def driver_command(kind: str, peers: Path, args: list[str],
+                   java_main: str = "ConsumerDriver") -> list[str]:
+    """The command line of a driver; `java_main` picks the Java one (tests/java/*.java)."""
     if kind == "java":
         classes = peers / "java" / "classes"
         lib = peers / "java" / "lib"
@@ -331,7 +333,7 @@ def driver_command(kind: str, peers: Path, args: list[str]) -> list[str]:
         # swarm's consumers share one JVM, and its heap.
         heap = "-Xmx512m" if "--members" in args else "-Xmx128m"
         return ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", heap,
-                "-cp", cp, "ConsumerDriver", *args]
+                "-cp", cp, java_main, *args]
     if kind == "kafkajs":
         return ["node", str(KAFKAJS_DRIVER), *args]
     return [sys.executable, "-m", PY_DRIVERS[kind], *args]
@@ -387,14 +389,27 @@ async def _start_driver(tmp: Path, peers: Path, kind: str, name: str, *, bootstr
         args += ["--group-protocol", group_protocol]
     if members > 1:
         args += ["--members", str(members)]
+    return await _spawn(tmp, name, driver_command(kind, peers, args), peers)
+
+
+async def spawn_member(tmp: Path, peers: Path, kind: str, name: str, cmd: list[str]) -> Member:
+    """Run a driver command line as a Member: stdin a pipe, stdout its JSON events, stderr a log
+    file in `tmp`, in a session of its own (so `kill()` takes its whole process group)."""
+    proc, log_path = await _spawn(tmp, name, cmd, peers)
+    member = Member(kind, name, proc, log_path)
+    member.reader = asyncio.create_task(member._read())
+    return member
+
+
+async def _spawn(tmp: Path, name: str, cmd: list[str],
+                 peers: Path) -> tuple[asyncio.subprocess.Process, Path]:
     log_path = tmp / f"member-{name}-{time.monotonic_ns()}.log"
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
                NODE_PATH=str(kafkajs_modules(peers)))
     with log_path.open("wb") as log:
         proc = await asyncio.create_subprocess_exec(
-            *driver_command(kind, peers, args), stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=log, cwd=REPO, env=env,
-            start_new_session=True)
+            *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
+            cwd=REPO, env=env, start_new_session=True)
     return proc, log_path
 
 

@@ -306,16 +306,18 @@ class Stack:
         return r
 
     def sidecar(self, upstream: str, *extra: str, refresh_ms: int = 200,
-                fleet: bool = False, workers: int = 1) -> Sidecar:
+                fleet: bool = False, workers: int = 1,
+                data_dir: Path | None = None) -> Sidecar:
         """One sidecar; `fleet` keeps the default state on the upstream (a fleet member with a
         fleet listener on a free port), otherwise `--state local`: the single-sidecar tests'
         behaviour (group APIs answer while the upstream is down). `workers` > 1: `serve
-        --workers N`, worker i's metrics and fleet listener on the given ports + i."""
+        --workers N`, worker i's metrics and fleet listener on the given ports + i. `data_dir`:
+        a killed sidecar's, to restart it on its state."""
         port, metrics_port = rc.free_port(), rc.free_ports(workers)
         state = (["--fleet-listen", f"{HOST}:{rc.free_ports(workers)}"] if fleet
                  else ["--state", "local"])
         state += ["--workers", str(workers)] if workers > 1 else []
-        data_dir = self.tmp / f"sidecar-{port}"
+        data_dir = data_dir or self.tmp / f"sidecar-{port}"
         log_path = self.tmp / f"sidecar-{port}.log"
         cmd = [sys.executable, "-m", "coordinator.cli", "serve", "--listen", f"{HOST}:{port}",
                "--data-dir", str(data_dir), "--upstream", upstream,
@@ -509,7 +511,8 @@ def upstream_groups(bootstrap: str) -> list[str]:
 # ---------------------------------------------------------------------------- raw Kafka client
 
 _KIO_NAMES = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 10: "find_coordinator",
-              18: "api_versions", 60: "describe_cluster"}
+              18: "api_versions", 60: "describe_cluster", 77: "share_group_describe",
+              78: "share_fetch", 79: "share_acknowledge"}
 
 
 def _kio_module(api_key: int, version: int, kind: str) -> Any:
