@@ -51,6 +51,9 @@ __all__ = [
     "PRODUCE",
     "SASL_AUTHENTICATE",
     "SASL_HANDSHAKE",
+    "SHARE_GROUP_APIS",
+    "SHARE_GROUP_DESCRIBE",
+    "SHARE_GROUP_HEARTBEAT",
     "SYNC_GROUP",
     "ApiSpec",
     "is_flexible",
@@ -90,6 +93,8 @@ DESCRIBE_USER_SCRAM_CREDENTIALS: Final = 50
 ALTER_USER_SCRAM_CREDENTIALS: Final = 51
 CONSUMER_GROUP_HEARTBEAT: Final = 68
 CONSUMER_GROUP_DESCRIBE: Final = 69
+SHARE_GROUP_HEARTBEAT: Final = 76
+SHARE_GROUP_DESCRIBE: Final = 77
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +155,10 @@ API_TABLE: Final[tuple[ApiSpec, ...]] = (
     # flexible. Kafka 4.0-4.1 advertise 68 v0-1 and 69 v0-1.
     ApiSpec(CONSUMER_GROUP_HEARTBEAT, "consumer_group_heartbeat", 0, 1, 0),
     ApiSpec(CONSUMER_GROUP_DESCRIBE, "consumer_group_describe", 0, 1, 0),
+    # KIP-932 share groups' membership: v1 only, as Kafka 4.1-4.4 (v0 was 4.0's early access,
+    # removed in 4.1); always flexible.
+    ApiSpec(SHARE_GROUP_HEARTBEAT, "share_group_heartbeat", 1, 1, 0),
+    ApiSpec(SHARE_GROUP_DESCRIBE, "share_group_describe", 1, 1, 0),
 )
 
 # The classic-group APIs, answered by the coordinator core through coordinator.serve.adapters.
@@ -172,6 +181,10 @@ GROUP_APIS: Final = frozenset(
 # through coordinator.serve.adapters like GROUP_APIS, but kept apart from them: a sidecar does not
 # answer them (coordinator.sidecar.rewrite.WITHHELD).
 CONSUMER_GROUP_APIS: Final = frozenset({CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE})
+
+# The KIP-932 share-group membership APIs: answered by the core (coordinator.core.handlers.share)
+# the same way, standalone and in a sidecar (routed by group id in a fleet).
+SHARE_GROUP_APIS: Final = frozenset({SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE})
 
 APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType({spec.api_key: spec for spec in API_TABLE})
 

@@ -18,7 +18,8 @@ Invariants (docs/protocol.md §2, §11, §15):
   top-level ErrorCode; v8+: the group's ErrorCode.
 - DescribeGroups before v6 never reports GROUP_ID_NOT_FOUND: an unknown group is "Dead" with NONE.
 - KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe: coordinator.serve.consumer_adapters,
-  registered in the tables here.
+  registered in the tables here; KIP-932's ShareGroupHeartbeat and ShareGroupDescribe likewise
+  (coordinator.serve.share_adapters).
 - Pure: no I/O. Per-version kio classes come from `protocol.apis`' cached modules.
 """
 
@@ -34,7 +35,7 @@ from kio.static.primitive import i32Timedelta
 
 from coordinator.core import messages as m
 from coordinator.core.effects import AnyCommand, AnyResult
-from coordinator.serve import consumer_adapters
+from coordinator.serve import consumer_adapters, share_adapters
 from protocol import apis
 from protocol.apis import (
     DELETE_GROUPS,
@@ -71,6 +72,7 @@ COMMAND_TYPES: Final = (
     m.ListGroups,
     m.DeleteGroups,
     *consumer_adapters.COMMAND_TYPES,  # KIP-848
+    *share_adapters.COMMAND_TYPES,  # KIP-932
 )
 
 _request_module = apis.request_module
@@ -260,6 +262,7 @@ _TO_COMMAND: Final[dict[int, Callable[[RequestHeader, Any, str], object]]] = {
     LIST_GROUPS: _list_groups,
     DELETE_GROUPS: _delete_groups,
     **consumer_adapters.TO_COMMAND,  # KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe
+    **share_adapters.TO_COMMAND,  # KIP-932: ShareGroupHeartbeat, ShareGroupDescribe
 }
 
 
@@ -541,6 +544,7 @@ _TO_RESPONSE: Final[dict[type, tuple[int, Callable[[int, Any], object]]]] = {
     m.ListGroupsResult: (LIST_GROUPS, _list_groups_response),
     m.DeleteGroupsResult: (DELETE_GROUPS, _delete_groups_response),
     **consumer_adapters.TO_RESPONSE,
+    **share_adapters.TO_RESPONSE,
 }
 
 
@@ -561,6 +565,8 @@ def _error_result(header: RequestHeader, r: Any, error: ErrorCode) -> AnyResult:
     match header.api_key:
         case apis.CONSUMER_GROUP_HEARTBEAT | apis.CONSUMER_GROUP_DESCRIBE:
             return consumer_adapters.error_result(header, r, error)
+        case apis.SHARE_GROUP_HEARTBEAT | apis.SHARE_GROUP_DESCRIBE:
+            return share_adapters.error_result(header, r, error)
         case apis.JOIN_GROUP:  # JoinGroup: echo the member id so a known member keeps it
             return m.JoinGroupResult(error=error, member_id=r.member_id)
         case apis.SYNC_GROUP:

@@ -72,6 +72,7 @@ _SASL: Final = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
 _WHOLE: Final = (
     apis.GROUP_APIS
     | apis.CONSUMER_GROUP_APIS
+    | apis.SHARE_GROUP_APIS
     | WITHHELD
     | TOPIC_ADMIN
     | SECURITY_ADMIN_APIS  # answered here on a secured listener
@@ -86,7 +87,8 @@ _TXN: Final = TXN_OBSERVED | {TXN_OFFSET_COMMIT}
 # Group requests: answered by the core here, or routed to the fleet member that owns the group.
 # KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe too (issue 23): their records travel
 # in the state topic with the classic groups' (coordinator.sidecar.fleet_journal).
-_GROUP_ROUTED: Final = apis.GROUP_APIS | apis.CONSUMER_GROUP_APIS
+# KIP-932's ShareGroupHeartbeat and ShareGroupDescribe the same way.
+_GROUP_ROUTED: Final = apis.GROUP_APIS | apis.CONSUMER_GROUP_APIS | apis.SHARE_GROUP_APIS
 _PAUSED_UPSTREAM: Final = 1  # reasons a client connection's reading is paused (bit mask)
 _PAUSED_PENDING: Final = 2
 

@@ -93,7 +93,10 @@ log = logging.getLogger("groupcoord.sidecar")
 
 # What a sidecar answers itself (groupcoord_requests_total); the rest is forwarded upstream.
 _ANSWERED_HERE: Final = (
-    apis.GROUP_APIS | apis.CONSUMER_GROUP_APIS | {API_VERSIONS, FIND_COORDINATOR}
+    apis.GROUP_APIS
+    | apis.CONSUMER_GROUP_APIS
+    | apis.SHARE_GROUP_APIS
+    | {API_VERSIONS, FIND_COORDINATOR}
 )
 _REFRESH_REQUEST = MetadataRequest(
     topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False

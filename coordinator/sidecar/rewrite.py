@@ -64,8 +64,6 @@ DESCRIBE_CLUSTER: Final = 60
 # Group APIs groupcoord does not implement; forwarding them would coordinate groups upstream.
 WITHHELD: Final = frozenset(
     {
-        76,  # ShareGroupHeartbeat (KIP-932)
-        77,  # ShareGroupDescribe
         88,  # StreamsGroupHeartbeat (KIP-1071)
         89,  # StreamsGroupDescribe
         90,  # DescribeShareGroupOffsets
@@ -501,7 +499,13 @@ def api_version_ranges(
     `answered_here`: the APIs a secured listener answers itself (SASL, the ACL and credential
     admin APIs), at groupcoord's versions whatever the upstream offers."""
     # KIP-848's 68/69 are answered here whether or not the upstream offers them (issue 23).
-    local = apis.GROUP_APIS | apis.CONSUMER_GROUP_APIS | frozenset(answered_here)
+    # KIP-932's 76/77 likewise.
+    local = (
+        apis.GROUP_APIS
+        | apis.CONSUMER_GROUP_APIS
+        | apis.SHARE_GROUP_APIS
+        | frozenset(answered_here)
+    )
     out: dict[int, tuple[int, int]] = {}
     for key, (upstream_low, upstream_high) in upstream.items():
         if key in WITHHELD or key in local or key in SHARE_VERSIONS:
