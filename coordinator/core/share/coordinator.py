@@ -75,6 +75,7 @@ from coordinator.core.share.records import (
     ShareGroupTargetAssignmentMetadataKey,
     ShareGroupTargetAssignmentMetadataValue,
 )
+from coordinator.core.share.state_records import SharePartitionStateKey, SharePartitionStateValue
 from coordinator.core.topichash import TopicHashCache
 from coordinator.core.topics import TopicCatalog
 
@@ -363,6 +364,18 @@ class ShareGroupCoordinator:
 
     def replay(self, record: ShareRecord) -> None:
         replay(self.groups, record.key, record.value)
+
+    def replay_partition(
+        self, key: SharePartitionStateKey, value: SharePartitionStateValue | None
+    ) -> None:
+        """A share partition's state record (coordinator.core.share.state_records): the
+        partition as it was persisted, or gone (a tombstone)."""
+        k = (key.group_id, key.topic_id, key.partition)
+        if value is None:
+            self.partitions.pop(k, None)
+        else:
+            config = self.partition_config(key.group_id)
+            self.partitions[k] = SharePartition.from_snapshot(value.snapshot, config)
 
     def finish_loading(self, now_ms: int, group_ids: Iterable[str] | None = None) -> None:
         """Loaded members get a fresh session timeout (Kafka schedules one per member on load)."""
