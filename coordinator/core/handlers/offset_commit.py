@@ -114,6 +114,8 @@ def _error(state: CoreState, group: ClassicGroup | None, cmd: OffsetCommit) -> E
         consumer_group = state.consumer.groups.get(cmd.group_id)
         if consumer_group is not None:
             return _consumer_error(consumer_group, cmd)
+        if cmd.group_id in state.share.groups:  # KIP-932: offsets of a share group are its
+            return E.group_id_not_found  # SPSOs; Kafka 4.4 refuses a commit (seen at v9)
         if cmd.generation_id >= 0:
             return E.group_id_not_found if cmd.api_version >= 9 else E.illegal_generation
         return None
