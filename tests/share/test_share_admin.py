@@ -21,8 +21,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
 from tests.support.kafka import unique
+from tests.support.kafka_tools import SHARE_GROUPS, KafkaTools, tool_classes, tools
 from tests.support.realclients import wait_until, wait_until_sync
 from tests.support.sidecar_util import RawClient, kio
+
+__all__ = ["tool_classes", "tools"]  # the fixtures
 
 E = ErrorCode
 
@@ -233,4 +236,41 @@ async def test_share_offsets_survive_a_restart(server: Callable[..., Any]) -> No
     assert after == before
     listed = await client.call(list_groups(("share",)))
     assert [(x.group_id, x.group_state) for x in listed.groups] == [("g", "Empty")]
+    client.close()
+
+
+async def test_kafka_share_groups_tool(server: Callable[..., Any], tools: KafkaTools) -> None:
+    """Kafka's own kafka-share-groups.sh (ShareGroupCommand, kafka-tools 4.4) lists, describes,
+    resets and deletes a share group on groupcoord."""
+    broker = server(topics={"t": 3})
+    client = await RawClient.connect(broker.port)
+    member = str(uuid.uuid4())
+    assert (await client.call(heartbeat("sg", member, 0, ("t",)))).error_code == E.none
+    bootstrap = f"127.0.0.1:{broker.port}"
+
+    async def tool(*args: str) -> str:
+        result = await tools.arun(SHARE_GROUPS, "--bootstrap-server", bootstrap, *args)
+        return f"{result.returncode}|{result.stdout.strip()}|{result.stderr.strip()}"
+
+    assert await tool("--list") == "0|sg|"
+    members = await tool("--describe", "--group", "sg", "--members")
+    assert member in members and "t:0,1,2" in members, members
+    state = await tool("--describe", "--group", "sg", "--state")
+    assert " Stable " in state and state.rstrip("|").endswith("1"), state
+    refused = await tool("--reset-offsets", "--group", "sg", "--topic", "t", "--to-earliest",
+                         "--execute")
+    assert "is not empty" in refused or "not empty" in refused.lower(), refused
+    assert (await client.call(heartbeat("sg", member, -1))).error_code == E.none
+
+    assert (await tool("--reset-offsets", "--group", "sg", "--topic", "t", "--to-earliest",
+                       "--execute")).startswith("0|")
+    offsets = (await tool("--describe", "--group", "sg", "--offsets")).split("|")[1]
+    assert [line.split()[:4] for line in offsets.splitlines()[1:]] == [
+        ["sg", "t", str(p), "0"] for p in range(3)]
+    deleted = await tool("--delete-offsets", "--group", "sg", "--topic", "t")
+    assert "Successful" in deleted, deleted
+    offsets = await tool("--describe", "--group", "sg", "--offsets")
+    assert "sg" in offsets and " t " not in offsets, offsets
+    assert "was successful" in await tool("--delete", "--group", "sg")
+    assert await tool("--list") == "0||"
     client.close()
