@@ -1,10 +1,12 @@
 """What an operator sees of a KIP-932 share group on a standalone groupcoord: the Prometheus
 metrics (coordinator.serve.share_metrics), the status page's JSON (/groups) and `groupcoord
-groups` (list, describe --members/--offsets/--state), before and after its offsets are reset."""
+groups` (list, describe --members/--offsets/--state), before and after its offsets are reset,
+and the group history the audit reads (its members joining and leaving)."""
 
 from __future__ import annotations
 
 import json
+import signal
 import urllib.request
 import uuid
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from pipeline.segments import COLUMNS, find_segments, segment_rows
 from tests.share.test_share_admin import alter_offsets, heartbeat
 from tests.support import ops_util
 from tests.support.sidecar_util import RawClient
@@ -72,5 +75,12 @@ async def test_share_group_for_operators(tmp_path: Path) -> None:
         assert [(r["topic"], r["partition"], r["current_offset"]) for r in rows] == [
             ("t", 0, 5), ("t", 1, 7)]
         client.close()
+        proc.signal(signal.SIGTERM)  # a clean stop writes the queued history
+        proc.proc.wait(30)
     finally:
         proc.kill()
+    # The history has the share member's join and leave, and the audit's decoder reads them.
+    at = {name: i for i, (name, _) in enumerate(COLUMNS)}
+    rows = [r for ref in find_segments([tmp_path / "data"]) for r in segment_rows(ref)]
+    seen = [(r[at["event"]], r[at["member_id"]]) for r in rows if r[at["group_id"]] == "sg"]
+    assert ("member_joined", member) in seen and ("member_left", member) in seen, seen
