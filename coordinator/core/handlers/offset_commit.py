@@ -110,12 +110,12 @@ def _error(state: CoreState, group: ClassicGroup | None, cmd: OffsetCommit) -> E
     """The coordinator-level error of a commit to `group` (§10.1); None = accept."""
     if state.loading:
         return E.coordinator_load_in_progress
+    if group is None and cmd.group_id in state.share.groups:
+        return E.group_id_not_found  # KIP-932: ShareGroup.validateOffsetCommit (Kafka 4.4)
     if group is None:
         consumer_group = state.consumer.groups.get(cmd.group_id)
         if consumer_group is not None:
             return _consumer_error(consumer_group, cmd)
-        if cmd.group_id in state.share.groups:  # KIP-932: offsets of a share group are its
-            return E.group_id_not_found  # SPSOs; Kafka 4.4 refuses a commit (seen at v9)
         if cmd.generation_id >= 0:
             return E.group_id_not_found if cmd.api_version >= 9 else E.illegal_generation
         return None
