@@ -43,7 +43,7 @@ from coordinator.core.share.state_records import record_of
 from coordinator.serve.runtime import Runtime
 from coordinator.sidecar import share_upstream
 from coordinator.sidecar.share_upstream import Fetched
-from coordinator.sidecar.upstream import Broker
+from coordinator.sidecar.upstream import Broker, UpstreamUnavailable
 
 log = logging.getLogger("groupcoord.share")
 
@@ -145,20 +145,22 @@ class ShareState:
         self, group_id: str, tp: TopicIdPartition, topic: str, broker: Broker
     ) -> int | None:
         """Where to fetch the partition from upstream; None when nothing can be acquired now
-        (or the start offset cannot be read yet). Raises UpstreamUnavailable."""
+        (its in-flight records are at group.share.partition.max.record.locks). Raises
+        UpstreamUnavailable when its start offset cannot be read or made durable."""
         key = (group_id, tp[0], tp[1])
         part = self.partitions.get(key)
         if part is None:
             part = await self._start(key, topic, broker)
-            if part is None:
-                return None
         return part.next_fetch_offset() if part.can_acquire() else None
 
-    async def _start(self, key: PartitionKey, topic: str, broker: Broker) -> SharePartition | None:
+    async def _start(self, key: PartitionKey, topic: str, broker: Broker) -> SharePartition:
         starting = self._starting.get(key)
         if starting is not None:  # another member's fetch is starting it: wait for that one
             await asyncio.shield(starting)
-            return self.partitions.get(key)
+            part = self.partitions.get(key)
+            if part is None:
+                raise UpstreamUnavailable(f"{topic}-{key[2]}: its share partition did not start")
+            return part
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._starting[key] = done
         try:
@@ -167,10 +169,13 @@ class ShareState:
             timestamp = share_upstream.EARLIEST if policy == "earliest" else share_upstream.LATEST
             offset = await share_upstream.start_offset(broker, topic, partition, timestamp)
             if offset is None:
-                return None
+                raise UpstreamUnavailable(f"{topic}-{partition}: no {policy} offset upstream")
             config = self._share().partition_config(group_id)
             fresh = SharePartition(config, offset)
-            await self.store.write(key, fresh, True)
+            try:
+                await self.store.write(key, fresh, True)
+            except Exception as exc:  # not durable (a fleet member that lost the group)
+                raise UpstreamUnavailable(f"share state not written: {exc}") from exc
             part = self.partitions.setdefault(key, fresh)  # (the core's, if it made one since)
             log.info(
                 "share group %s: %s-%d starts at offset %d (%s)",

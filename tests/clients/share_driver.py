@@ -32,8 +32,9 @@ It prints one JSON object per line on stdout:
     {"event": "closed"}
 
 Gaps of confluent-kafka 2.16's ShareConsumer met here (it logs that it is a preview): no assignment
-callback and no member id (a test learns membership from ShareGroupDescribe), no
-max.poll.records (librdkafka sizes a share fetch itself), and the lock duration is the group's.
+callback and no member id (a test learns membership from ShareGroupDescribe, which its admin
+client lacks too), max.poll.records is best effort, no RENEW acknowledgement (KIP-1222) and no
+acquisition-lock timeout accessor, which the Java client has.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--group", required=True)
     p.add_argument("--topic", required=True)
     p.add_argument("--client-id", default="share-driver")
-    p.add_argument("--max-poll-records", type=int, default=500)  # Java only (see the docstring)
+    p.add_argument("--max-poll-records", type=int, default=500)
     p.add_argument("--commit", choices=("sync", "async"), default="sync")
     return p.parse_args(argv)
 
@@ -105,6 +106,9 @@ def main() -> int:
         "group.id": args.group,
         "client.id": args.client_id,
         "share.acknowledgement.mode": "explicit",
+        # Sent in ShareFetch (the broker acquires at most this many); librdkafka calls it best
+        # effort: a poll may return more.
+        "max.poll.records": args.max_poll_records,
         "retry.backoff.ms": 100,
         "reconnect.backoff.ms": 100,
         "log_level": 3,

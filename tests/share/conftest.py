@@ -82,11 +82,16 @@ def target(request: pytest.FixtureRequest, stack: Stack) -> Target:
 
 @pytest.fixture(params=[pytest.param(k, marks=pytest.mark.java, id=k) if k == "java"
                         else pytest.param(k, id=k) for k in su.SHARE_KINDS])
-def share_kind(request: pytest.FixtureRequest, peers_dir: Path) -> str:
+def share_kind(request: pytest.FixtureRequest) -> str:
     """A share client: confluent (librdkafka's preview ShareConsumer) or java (KafkaShareConsumer);
     the Java one skips when its driver is not compiled into the peers."""
-    kind: str = request.param
+    return share_client(request, request.param)
+
+
+def share_client(request: pytest.FixtureRequest, kind: str) -> str:
+    """`kind`, once its driver can run here (otherwise the test skips with the reason)."""
     rc.require_kind(request, kind)
-    if kind == "java" and not (peers_dir / "java" / "classes" / "ShareDriver.class").is_file():
-        pytest.skip(f"ShareDriver is not compiled in {peers_dir} (run `make peers`)")
+    peers: Path = request.getfixturevalue("peers_dir")
+    if kind == "java" and not (peers / "java" / "classes" / "ShareDriver.class").is_file():
+        pytest.skip(f"ShareDriver is not compiled in {peers} (run `make peers`)")
     return kind

@@ -56,8 +56,7 @@ async def test_three_members_share_every_record_once(
     await target.prepare(topic, group)
     ms = await _members(stack, tmp_path, share_kind, target, group, topic, 3)
     su.produce_numbered(target.upstream.bootstrap, topic, RECORDS)
-    await su.wait_deliveries(ms, lambda ds: set(su.accepted(ds)) >= _offsets(RECORDS), 120,
-                             f"all {RECORDS} records accepted")
+    await su.wait_accepted(ms, _offsets(RECORDS), 120, f"all {RECORDS} records accepted")
     ds = su.all_deliveries(ms)
     twice = {k: n for k, n in su.accepted(ds).items() if n > 1}
     assert not twice, f"accepted more than once: {sorted(twice)[:10]}"
@@ -75,8 +74,7 @@ async def test_a_released_record_comes_back_with_delivery_count_2(
     [m] = await _members(stack, tmp_path, share_kind, target, group, topic, 1, commit="async")
     await su.tell(m, "rule 0:3 release,accept")
     su.produce_numbered(target.upstream.bootstrap, topic, 10)
-    await su.wait_deliveries([m], lambda ds: set(su.accepted(ds)) >= _offsets(10), 60,
-                             "all 10 records accepted")
+    await su.wait_accepted([m], _offsets(10), 60, "all 10 records accepted")
     ds = su.deliveries(m)
     assert [(d.delivery_count, d.action) for d in ds if d.offset == 3] == [
         (1, "release"), (2, "accept")]
@@ -104,8 +102,8 @@ async def test_a_stalled_member_loses_its_records_when_the_lock_times_out(
                                            bootstrap=target.bootstrap, group=group,
                                            topic=topic)]
     stack.members.append(taker)
-    await su.wait_deliveries([taker], lambda ds: set(su.accepted(ds)) >= _offsets(20), 60,
-                             "the second member to accept all 20 records")
+    await su.wait_accepted([taker], _offsets(20), 60,
+                           "the second member to accept all 20 records")
     taken = {(d.partition, d.offset): d for d in su.deliveries(taker)}
     for d in held:
         assert taken[(d.partition, d.offset)].delivery_count == 2, (d, taken[(0, d.offset)])
@@ -135,8 +133,7 @@ async def test_rejected_and_exhausted_records_are_archived(
     # partition hands out its lowest available offsets first), so once they are all accepted,
     # offsets 2 and 4 are known to be archived.
     su.produce_numbered(target.upstream.bootstrap, topic, 10)
-    await su.wait_deliveries([m], lambda ds: set(su.accepted(ds)) >= _offsets(10, 10), 60,
-                             "the next 10 records accepted")
+    await su.wait_accepted([m], _offsets(10, 10), 60, "the next 10 records accepted")
     ds = su.deliveries(m)
     assert [(d.delivery_count, d.action) for d in ds if d.offset == 2] == [(1, "reject")]
     assert [(d.delivery_count, d.action) for d in ds if d.offset == 4] == [

@@ -200,8 +200,9 @@ class KafkaCluster:
             # default minimum.
             "group.min.session.timeout.ms": "1000",
             # Share groups (KIP-932): Kafka 4.4 formats a new cluster with share.version=2 (the
-            # tools' FeatureCommand describe shows it) and group.coordinator.rebalance.protocols'
-            # default already holds "share", so nothing enables them; these only shorten their
+            # tools' FeatureCommand describe shows it), and the feature is what enables them
+            # (group.coordinator.rebalance.protocols, default classic,consumer,streams, is
+            # deprecated for feature versions and need not name share); these only shorten their
             # clock. A group's share.record.lock.duration.ms may go down to 1 s (default floor
             # 15 s), and a member joins within a heartbeat of 1 s rather than 5 s (the
             # group.share.* heartbeat and session bounds default to 5 s and 45 s).
@@ -271,7 +272,9 @@ class KafkaCluster:
             node.root.mkdir(parents=True, exist_ok=True)
             (node.root / "server.properties").write_text(self._properties(node))
             procs.append(subprocess.Popen(
-                self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                # --cluster-id=ID in one word: a random id may begin with "-" (base64url), which
+                # as a separate word the tool's argparse takes for an option (a usage error).
+                self._java("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
                            "-c", str(node.root / "server.properties"), "--ignore-formatted",
                            *self._scram_users(),
                            jvm=["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]),

@@ -172,17 +172,38 @@ async def wait_members_assigned(port: int, group: str, topic: str, count: int,
     return view
 
 
+def _alive(ms: list[rc.Member]) -> None:
+    """A driver that exited, or whose events could not be read, fails the wait at once."""
+    for m in ms:
+        assert m.running(), f"{m.name} exited\n{m.log_tail()}"
+        failed = m.reader is not None and m.reader.done() and m.reader.exception()
+        assert not failed, f"reading {m.name}'s events failed: {failed!r}"
+
+
 async def wait_deliveries(ms: list[rc.Member], done: Any, timeout: float, what: str) -> None:
     """Until done(all deliveries so far) is true; a driver that exits fails at once."""
 
     def check() -> bool:
-        for m in ms:
-            assert m.running(), f"{m.name} exited\n{m.log_tail()}"
-            failed = m.reader is not None and m.reader.done() and m.reader.exception()
-            assert not failed, f"reading {m.name}'s events failed: {failed!r}"
+        _alive(ms)
         return bool(done(all_deliveries(ms)))
 
     await rc.wait_until(check, timeout, what, interval=0.1, explain=lambda: explain(ms))
+
+
+async def wait_accepted(ms: list[rc.Member], want: set[tuple[int, int]], timeout: float,
+                        what: str) -> None:
+    """Until every (partition, offset) in `want` was accepted by one of the members; the failure
+    names the ones still missing."""
+
+    def missing() -> str:
+        left = sorted(want - set(accepted(all_deliveries(ms))))
+        return f"not accepted yet ({len(left)}): {left[:20]}\n{explain(ms)}"
+
+    def check() -> bool:
+        _alive(ms)
+        return set(accepted(all_deliveries(ms))) >= want
+
+    await rc.wait_until(check, timeout, what, interval=0.1, explain=missing)
 
 
 async def close_all(ms: list[rc.Member]) -> None:
