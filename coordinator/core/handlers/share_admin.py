@@ -78,7 +78,6 @@ def _describe_group(state: CoreState, req: ShareOffsetsGroupRequest) -> Describe
     gid = req.group_id
     if state.loading:
         return DescribedShareOffsetGroup(gid, (), E.coordinator_load_in_progress)
-    known = gid in state.share.groups
     wanted = req.topics if req.topics is not None else _share_partitions(state, gid)
     topics = []
     for name, partitions in wanted:
@@ -89,17 +88,17 @@ def _describe_group(state: CoreState, req: ShareOffsetsGroupRequest) -> Describe
                 name,
                 topic_id,
                 # Kafka answers the partitions asked for in ascending order, once each.
-                tuple(_described(state, gid, topic_id, p, known) for p in sorted(set(partitions))),
+                tuple(_described(state, gid, topic_id, p) for p in sorted(set(partitions))),
             )
         )
     return DescribedShareOffsetGroup(gid, tuple(topics))
 
 
 def _described(
-    state: CoreState, gid: str, topic_id: uuid.UUID | None, partition: int, known: bool
+    state: CoreState, gid: str, topic_id: uuid.UUID | None, partition: int
 ) -> DescribedSharePartition:
     part = None
-    if known and topic_id is not None:
+    if topic_id is not None and not _other_type(state, gid):
         part = state.share.partitions.get((gid, topic_id, partition))
     if part is None:
         return DescribedSharePartition(partition)
