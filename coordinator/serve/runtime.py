@@ -132,6 +132,9 @@ class Runtime:
         # KIP-932: share partitions the core changed (a share member left, its records released),
         # for the sidecar's share state (coordinator.sidecar.share_state) to persist.
         self.on_share_updates: Callable[[list[Any]], None] | None = None
+        # ...and the records of each batch, for the sidecar to see share assignments as they
+        # are made (it starts the assigned share partitions then, as Kafka initializes them).
+        self.on_records: Callable[[list[Record]], None] | None = None
         journal.on_durable(self._durable_advanced)
 
     def now_ms(self) -> int:
@@ -166,6 +169,8 @@ class Runtime:
                 self._events(event)
         if effects.share_updates and self.on_share_updates is not None:
             self.on_share_updates(effects.share_updates)
+        if effects.records and self.on_records is not None:
+            self.on_records(effects.records)
         journal = self.journal
         try:
             seq = journal.append(effects.records) if effects.records else journal.last_seq()

@@ -232,6 +232,7 @@ class Sidecar:
         runtime = self.server.runtime
         if runtime is not None:  # a share member leaving releases its records: persisted here
             runtime.on_share_updates = self._share_updated
+            runtime.on_records = self.share.records_applied
 
     def _share_updated(self, updates: list[Any]) -> None:
         self.share.state.updated(updates)

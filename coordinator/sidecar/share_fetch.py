@@ -43,6 +43,11 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
 
+from coordinator.core.records import Record
+from coordinator.core.share.records import (
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMemberValue,
+)
 from coordinator.sidecar import rewrite
 from coordinator.sidecar.placement import Placement
 from coordinator.sidecar.share_session import ShareSessions, TopicIdPartition
@@ -133,6 +138,7 @@ class ShareService:
         self._sidecar = sidecar
         self.sessions = ShareSessions()
         self.state = state
+        self._starting: set[tuple[str, uuid.UUID, int]] = set()
 
     def request(
         self,
@@ -199,6 +205,41 @@ class ShareService:
         """A client connection closed: its share sessions end, their members' records go back."""
         for session in self.sessions.connection_closed(connection):
             self.state.release_member_soon(session.group_id, session.member_id)
+
+    def records_applied(self, records: list[Record]) -> None:
+        """The core wrote records: a share assignment naming a share partition not started yet
+        starts it now (its start offset read and made durable), not at the member's first
+        ShareFetch. Kafka initializes a share partition before assigning it, so records produced
+        after a member got its assignment are delivered even under share.auto.offset.reset
+        latest; groupcoord assigns at once and starts the partition right behind (a window of one
+        ListOffsets and one write)."""
+        for record in records:
+            if type(record.key) is not ShareGroupTargetAssignmentMemberKey:
+                continue
+            value = record.value
+            if not isinstance(value, ShareGroupTargetAssignmentMemberValue):
+                continue
+            group_id = record.key.group_id
+            for tps in value.topic_partitions:
+                for partition in tps.partitions:
+                    key = (group_id, tps.topic_id, partition)
+                    if key not in self.state.partitions and key not in self._starting:
+                        self._starting.add(key)
+                        self._sidecar.spawn(self._start(group_id, (tps.topic_id, partition)))
+
+    async def _start(self, group_id: str, tp: TopicIdPartition) -> None:
+        try:
+            names = self._names()
+            topic = names.get(tp[0])
+            leader = self._sidecar.leaders.get((topic, tp[1])) if topic else None
+            broker = self._sidecar.upstreams.brokers.get(leader) if leader is not None else None
+            if topic is None or broker is None:
+                return  # the first ShareFetch starts it
+            await self.state.fetch_offset(group_id, tp, topic, broker)
+        except Exception as exc:  # the first ShareFetch tries again
+            log.debug("share partition %s of %s not started: %s", tp, group_id, exc)
+        finally:
+            self._starting.discard((group_id, tp[0], tp[1]))
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """For the share-group membership: a member left or was fenced (session timeout)."""

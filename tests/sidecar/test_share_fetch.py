@@ -274,3 +274,35 @@ async def test_aborted_transactions_are_never_delivered(stack: Stack, upstream: 
     finally:
         await producer.stop()
         client.close()
+
+
+async def test_records_produced_right_after_the_assignment_are_delivered(
+        stack: Stack, upstream: Upstream) -> None:
+    """A share partition starts when the heartbeat's assignment names it (Kafka initializes it
+    before assigning it): records produced after the member got its assignment, and before its
+    first ShareFetch, are delivered under share.auto.offset.reset latest."""
+    from tests.serve.test_share_group_wire import heartbeat
+
+    client, topic, (group, tid) = await _ready(stack, upstream)
+    try:
+        joined = await client.call(heartbeat(group, "m1", 0, (topic,)))
+        assert joined.error_code == NONE, joined
+
+        async def assigned() -> bool:
+            response = await client.call(heartbeat(group, "m1", 1, None))
+            return response.error_code == NONE and response.assignment is not None
+
+        if joined.assignment is None:
+            await rc.wait_until(assigned, 20, "the assignment")
+
+        async def started() -> bool:  # (the test cannot see the start; a short wait for it)
+            return bool(stack.sidecars[-1].log().count("starts at offset"))
+
+        await rc.wait_until(started, 20, "the share partition to start")
+        await produce(upstream.bootstrap, topic, ["a", "b", "c"])
+        got = await _fetch_until(
+            client, lambda e: share_fetch(group, "m1", e - 1, tid, max_wait_ms=500), 3,
+            "the 3 records")
+        assert sorted(o for f, last, _ in got for o in range(f, last + 1)) == [0, 1, 2]
+    finally:
+        client.close()
