@@ -48,6 +48,7 @@ from coordinator.core.records import (
 )
 from coordinator.core.share.messages import ShareRecord
 from coordinator.core.share.records import RECORD_TYPES as SHARE_KEY_TYPES
+from coordinator.core.share.state_records import SharePartitionStateKey, SharePartitionStateValue
 from coordinator.core.state import CoreState
 from coordinator.core.topic_watch import replay_topic
 
@@ -80,6 +81,10 @@ def replay(state: CoreState, record: Record) -> None:
         return
     if type(key) in SHARE_KEY_TYPES:  # KIP-932: coordinator.core.share
         state.share.replay(ShareRecord(key, record.value))  # type: ignore[arg-type]
+        return
+    if isinstance(key, SharePartitionStateKey):  # KIP-932: a share partition's state
+        assert record.value is None or isinstance(record.value, SharePartitionStateValue)
+        state.share.replay_partition(key, record.value)
         return
     if isinstance(key, OffsetCommitKey):
         if record.value is None:

@@ -11,6 +11,7 @@ Key   = int16 record type, then the key fields (Kafka's v0, non-flexible layout)
         102 ScramCredential (groupcoord's own): user string, mechanism int8
         103 TxnOffset (groupcoord's own, issue 29): group string, topic string, partition
             int32, producer id int64, seq int64
+        104 SharePartitionState (groupcoord's own, KIP-932): coordinator.core.share.state_records
         3-8, 16 the KIP-848 consumer-group records (issue 23), Kafka's keys and flexible v0
             values byte for byte: coordinator.core.consumer.codec.
         10-14 the KIP-932 share-group records, the same way: coordinator.core.share.records.
@@ -88,6 +89,8 @@ from coordinator.core.records import (
     TxnOffsetValue,
 )
 from coordinator.core.share import records as share_codec
+from coordinator.core.share import state_records
+from coordinator.core.share.state_records import SharePartitionStateKey, SharePartitionStateValue
 
 LEGACY_OFFSET_COMMIT_TYPE = 0
 OFFSET_COMMIT_TYPE = 1
@@ -146,6 +149,8 @@ def encode_key(key: RecordKey) -> bytes:
         return consumer_codec.encode_key(key)
     if isinstance(key, _SHARE_KEY_CLASSES):
         return share_codec.encode_key(key)
+    if type(key) is SharePartitionStateKey:
+        return state_records.encode_key(key)
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -173,6 +178,8 @@ def encode_value(value: RecordValue) -> bytes:
         return consumer_codec.encode_value(value)
     if isinstance(value, _SHARE_VALUE_TYPES):
         return share_codec.encode_value(value)
+    if type(value) is SharePartitionStateValue:
+        return state_records.encode_value(value)
     raise TypeError(f"not a record value: {value!r}")
 
 
@@ -272,6 +279,8 @@ def decode_key(key: bytes) -> RecordKey | None:
             return share_codec.decode_key(t, key)
         except (consumer_codec.ConsumerCodecError, ValueError) as e:
             raise RecordDecodeError(str(e)) from e
+    elif t == state_records.SHARE_PARTITION_STATE_TYPE:  # KIP-932 share partitions' state
+        return state_records.decode_key(key)
     else:
         return None
     r.done()
@@ -408,6 +417,8 @@ def decode_record(key: bytes, value: bytes | None) -> Record | None:
             return Record(k, share_codec.decode_value(k, value))  # type: ignore[arg-type]
         except (consumer_codec.ConsumerCodecError, ValueError) as e:
             raise RecordDecodeError(str(e)) from e
+    if type(k) is SharePartitionStateKey:
+        return Record(k, state_records.decode_value(value))
     return Record(k, decode_group_value(value))
 
 

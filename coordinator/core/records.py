@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from coordinator.core.consumer.records import ConsumerGroupKey, ConsumerGroupValue
 from coordinator.core.share.records import ShareGroupKey, ShareGroupValue
+from coordinator.core.share.state_records import SharePartitionStateKey, SharePartitionStateValue
 from protocol.frozen import fast_init
 
 
@@ -145,7 +146,8 @@ class TxnOffsetValue:
 SecurityKey = AclKey | ScramCredentialKey
 GroupKey = GroupMetadataKey | OffsetCommitKey
 # The KIP-848 consumer-group records (types 3-8, 16) are coordinator.core.consumer.records';
-# the KIP-932 share-group records (types 10-14) coordinator.core.share.records'.
+# the KIP-932 share-group records (types 10-14) coordinator.core.share.records', and the share
+# partitions' state (groupcoord's type 104) coordinator.core.share.state_records'.
 RecordKey = (
     GroupMetadataKey
     | OffsetCommitKey
@@ -155,6 +157,7 @@ RecordKey = (
     | TxnOffsetKey
     | ConsumerGroupKey
     | ShareGroupKey
+    | SharePartitionStateKey
 )
 RecordValue = (
     GroupMetadataValue
@@ -165,6 +168,7 @@ RecordValue = (
     | TxnOffsetValue
     | ConsumerGroupValue
     | ShareGroupValue
+    | SharePartitionStateValue
 )
 
 

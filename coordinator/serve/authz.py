@@ -34,6 +34,9 @@ The matrix (KafkaApis, Kafka 3.9/4.0): what each API needs, and what a denial an
   CreatePartitions (TOPIC ALTER): per topic, else TOPIC_AUTHORIZATION_FAILED.
 - CreateAcls, DeleteAcls, AlterUserScramCredentials need CLUSTER ALTER; DescribeAcls and
   DescribeUserScramCredentials CLUSTER DESCRIBE; else CLUSTER_AUTHORIZATION_FAILED.
+- ShareGroupHeartbeat (KIP-932, Kafka 4.4): GROUP READ, else GROUP_AUTHORIZATION_FAILED; then
+  TOPIC DESCRIBE on every subscribed topic named, else TOPIC_AUTHORIZATION_FAILED for the request.
+  ShareGroupDescribe: as DescribeGroups.
 - ApiVersions, SaslHandshake, SaslAuthenticate need nothing.
 
 Pure: no I/O.
@@ -476,6 +479,17 @@ def _topic_admin(
     return handler
 
 
+def _share_group_heartbeat(header: RequestHeader, request: Any, may: May) -> Plan:
+    """KafkaApis.handleShareGroupHeartbeat: READ on the group, then DESCRIBE on each topic the
+    request subscribes to (clients may not learn of topics they cannot describe)."""
+    if not may(READ, GROUP, request.group_id):
+        return _group_denied()
+    for topic in request.subscribed_topic_names or ():
+        if not may(DESCRIBE, TOPIC, topic):
+            return Plan(error=E.topic_authorization_failed)
+    return Plan(request)
+
+
 _NO_DATA = {
     "high_watermark": -1,
     "last_stable_offset": -1,
@@ -492,6 +506,8 @@ _HANDLERS: dict[int, Handler] = {
     apis.OFFSET_DELETE: _group_and_topics(DELETE, "OffsetDeleteResponse"),
     apis.DESCRIBE_GROUPS: _describe("groups"),
     apis.CONSUMER_GROUP_DESCRIBE: _describe("group_ids"),
+    apis.SHARE_GROUP_HEARTBEAT: _share_group_heartbeat,
+    apis.SHARE_GROUP_DESCRIBE: _describe("group_ids"),
     apis.LIST_GROUPS: _list_groups,
     apis.DELETE_GROUPS: _delete_groups,
     apis.FIND_COORDINATOR: _find_coordinator,

@@ -96,6 +96,14 @@ def at_least(low: int) -> Callable[[int], None]:
     return check
 
 
+def between(low: int, high: int) -> Callable[[int], None]:
+    def check(value: int) -> None:
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}, got {value}")
+
+    return check
+
+
 def host_port(value: str) -> None:
     parse_host_port(value)
 
@@ -203,6 +211,23 @@ SETTINGS: list[Setting] = [
             "group.consumer.assignment.interval.ms (KIP-848 consumer groups, KIP-1263): the "
             "target assignment is computed at most once per interval; 0 = on every change",
             at_least(0), metavar="MS"),
+    # KIP-932 share groups (Kafka 4.4's broker defaults and bounds).
+    Setting("share_session_timeout_ms", "int", 45_000,
+            "group.share.session.timeout.ms (KIP-932 share groups)", at_least(1), metavar="MS"),
+    Setting("share_heartbeat_interval_ms", "int", 5_000,
+            "group.share.heartbeat.interval.ms (KIP-932 share groups)", at_least(1),
+            metavar="MS"),
+    Setting("share_max_size", "int", 200, "group.share.max.size: members per share group",
+            between(1, 1000), metavar="N"),
+    Setting("share_record_lock_duration_ms", "int", 30_000,
+            "group.share.record.lock.duration.ms: how long a share consumer holds the records it "
+            "fetched before they are delivered again", between(1000, 3_600_000), metavar="MS"),
+    Setting("share_delivery_count_limit", "int", 5,
+            "group.share.delivery.count.limit: deliveries of a record before it is archived",
+            between(2, 10), metavar="N"),
+    Setting("share_partition_max_record_locks", "int", 2000,
+            "group.share.partition.max.record.locks: records in flight per share partition",
+            between(100, 10_000), metavar="N"),
     Setting("consumer_migration_policy", "str", "bidirectional",
             "group.consumer.migration.policy: online upgrade of a non-empty classic group to a "
             "consumer group and downgrade back", choices=("bidirectional", "upgrade", "downgrade",
@@ -252,14 +277,6 @@ SETTINGS: list[Setting] = [
     Setting("lag_interval_ms", "int", 10_000,
             "sidecar mode with --metrics-per-group: how often consumer lag is measured upstream",
             at_least(100), metavar="MS"),
-    # KIP-932 share groups (sidecar mode): Kafka's broker-level defaults for every share group.
-    Setting("share_record_lock_duration_ms", "int", 30_000,
-            "sidecar mode: how long a share consumer holds the records it acquired before they "
-            "go back to the others (Kafka's group.share.record.lock.duration.ms)",
-            at_least(1_000), metavar="MS"),
-    Setting("share_delivery_count_limit", "int", 5,
-            "sidecar mode: deliveries of a share-group record before it is archived (Kafka's "
-            "group.share.delivery.count.limit)", at_least(2), metavar="N"),
     Setting("state", "str", "upstream",
             "sidecar mode: where group state lives: 'upstream' (a compacted topic on the "
             "upstream cluster; any number of sidecars act as one coordinator) or 'local' "
@@ -483,8 +500,9 @@ def coordinator_config(settings: Settings) -> CoordinatorConfig:
     }
     values["offsets_retention_ms"] = int(settings.offsets_retention_minutes) * 60_000
     values["share_partition"] = SharePartitionConfig(
-        record_lock_duration_ms=settings.share_record_lock_duration_ms,
-        delivery_count_limit=settings.share_delivery_count_limit,
+        record_lock_duration_ms=int(settings.share_record_lock_duration_ms),
+        delivery_count_limit=int(settings.share_delivery_count_limit),
+        max_record_locks=int(settings.share_partition_max_record_locks),
     )
     return CoordinatorConfig(**values)
 

@@ -175,10 +175,14 @@ class Runtime:
             self._arm_timer()
             return
         if effects.replies:
-            if seq <= self.journal.durable_seq():
-                self._release(effects.replies)
-            else:
+            if seq > self.journal.durable_seq():
                 self._hold(seq, effects.replies)
+            elif effects.records and journal.lost(seq):
+                # A fleet's journal refused it at once (a group of a state partition this
+                # member does not own): "durable" already, as lost appends are.
+                self._write_failed(effects.replies, _NOT_DURABLE)
+            else:
+                self._release(effects.replies)
         self._rearm()
 
     def _release(self, replies: list[tuple[int, AnyResult]]) -> None:
@@ -314,7 +318,10 @@ class Runtime:
             return
         seq = self.journal.last_seq()
         if seq <= self.journal.durable_seq():
-            done()
+            if effects.records and self.journal.lost(seq):  # refused at once (see `apply`)
+                failed(_NOT_DURABLE)
+            else:
+                done()
             return
         self._hold(seq, [], done, failed)
 

@@ -589,9 +589,7 @@ class Server:
         except codec.UnsupportedVersion as exc:
             if exc.header.api_key == _API_VERSIONS:
                 conn.send(codec.encode_api_versions_unsupported(exc.header))
-            elif (refused := share_refusal.answer(exc.header)) is not None:
-                conn.send(refused)  # standalone: no share groups (serve.share_refusal)
-            else:
+            elif not share_refusal.refused(conn, exc.header):  # standalone: no share groups
                 self._unsupported(conn, exc.header)
             return
         except codec.DecodeError as exc:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import io
 import struct
 from datetime import timedelta
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from kio.schema.errors import ErrorCode
 from kio.schema.share_acknowledge.v1 import response as ack_v1
@@ -38,6 +38,19 @@ _MODULES: Final[dict[tuple[int, int], Any]] = {
     (79, 1): ack_v1,
     (79, 2): ack_v2,
 }
+
+
+class Sends(Protocol):
+    def send(self, data: bytes) -> None: ...
+
+
+def refused(conn: Sends, header: RequestHeader) -> bool:
+    """Answer a ShareFetch/ShareAcknowledge with the refusal; False for any other request."""
+    data = answer(header)
+    if data is None:
+        return False
+    conn.send(data)
+    return True
 
 
 def answer(header: RequestHeader) -> bytes | None:

@@ -96,6 +96,7 @@ def _merge(into: Effects, fx: Effects) -> None:
     into.replies.extend(fx.replies)
     into.records.extend(fx.records)
     into.events.extend(fx.events)
+    into.share_updates.extend(fx.share_updates)
 
 
 def log_hash_change(event: Event) -> None:

@@ -281,9 +281,7 @@ class SidecarConnection(asyncio.Protocol):
             self._slots.append(slot)
             self._dispatch(slot, frame)
         elif api_key in SHARE_APIS:  # KIP-932: answered here (coordinator.sidecar.share_fetch)
-            slot = Slot(self)
-            self._slots.append(slot)
-            self._sidecar.share.request(frame, partial(self.complete, slot), self.abort, self)
+            self._share(frame)
         elif api_key in _TXN or (api_key == WRITE_TXN_MARKERS and self.from_peer):
             self._txn(frame, api_key, correlation_id)
         elif api_key in WITHHELD:
@@ -314,6 +312,14 @@ class SidecarConnection(asyncio.Protocol):
             slot = Slot(self)
             self._slots.append(slot)
             self._forward(frame, correlation_id, slot)
+
+    def _share(self, frame: bytes) -> None:
+        slot = Slot(self)
+        self._slots.append(slot)
+        forward = None  # in a fleet: to the group's owner, on this connection's router
+        if self._sidecar.locator is not None and not self.from_peer:
+            forward = self._group_router().forward
+        self._sidecar.share.request(frame, partial(self.complete, slot), self.abort, self, forward)
 
     def _group(self, slot: Slot, frame: bytes) -> None:
         locator = self._sidecar.locator

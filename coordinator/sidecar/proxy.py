@@ -73,7 +73,7 @@ from coordinator.sidecar.rewrite import (
     RewriteError,
 )
 from coordinator.sidecar.share_fetch import ShareService
-from coordinator.sidecar.share_state import DiskShareStore, MemoryShareStore, ShareState
+from coordinator.sidecar.share_state import RuntimeStore, ShareState
 from coordinator.sidecar.topic_lookup import TopicLookup, metadata_request
 from coordinator.sidecar.traffic import UpstreamCollector
 from coordinator.sidecar.txn import TxnOffsets
@@ -112,10 +112,6 @@ class SidecarOptions:
     lag_interval_ms: int = 10_000
     metrics_per_group: bool = False
     security: ClientSecurity = PLAINTEXT  # TLS/SASL toward the upstream (upstream_clients)
-    # Share groups' state (coordinator.sidecar.share_state): the data directory's share-state/
-    # log with --state local; None: kept in memory only (a fleet, until its state topic has it).
-    share_dir: str | None = None
-    fsync: str = "always"
 
 
 def from_settings(server: Server, settings: Any) -> Sidecar | None:
@@ -130,8 +126,6 @@ def from_settings(server: Server, settings: Any) -> Sidecar | None:
         lag_interval_ms=settings.lag_interval_ms,
         metrics_per_group=settings.metrics_per_group,
         security=security_from_settings(settings),
-        share_dir=settings.data_dir if settings.state == "local" else None,
-        fsync=settings.fsync,
     )
     return Sidecar(server, options)
 
@@ -159,7 +153,8 @@ class Sidecar:
         self.peer_links = PeerLinks(self.spawn)
         self.txn = TxnOffsets(self)  # TxnOffsetCommit and the transactions it follows (issue 29)
         # KIP-932: ShareFetch/ShareAcknowledge answered here; the store is opened by `start`.
-        self.share = ShareService(self, ShareState(MemoryShareStore(), self._share_core))
+        store = RuntimeStore(lambda: self.server.runtime)  # with the groups' records
+        self.share = ShareService(self, ShareState(store, self._share_core))
         # A secured listener (docs/security.md): the gate authenticates and judges clients here,
         # and SASL and the ACL/credential admin APIs are answered here instead of upstream.
         gate = server.gate
@@ -183,7 +178,7 @@ class Sidecar:
         )
         # The topics the log restored: a topic deleted upstream meanwhile is noticed as gone.
         self.view.restore(self.server.catalog)
-        await self._open_share_state()
+        self._share_hooks()
         try:
             await self.refresh()
         except (UpstreamUnavailable, RewriteError) as exc:
@@ -226,8 +221,6 @@ class Sidecar:
         self.upstreams.close()
         self.peer_links.close()
         self.share.state.close()
-        with contextlib.suppress(Exception):
-            await self.share.state.store.close()
         for server in self._servers:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(server.wait_closed(), CLOSE_TIMEOUT_S)
@@ -235,21 +228,13 @@ class Sidecar:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def _open_share_state(self) -> None:
+    def _share_hooks(self) -> None:
         runtime = self.server.runtime
         if runtime is not None:  # a share member leaving releases its records: persisted here
             runtime.on_share_updates = self._share_updated
-        if self.options.share_dir is None:
-            return
-        store = await DiskShareStore.open(self.options.share_dir, self.options.fsync)
-        state = ShareState(store, self._share_core)
-        count = await state.load()
-        if count:
-            log.info("share groups: %d share partitions restored", count)
-        self.share.state = state
 
     def _share_updated(self, updates: list[Any]) -> None:
-        self.share.state.updated(updates)  # (the state opened by `start`, not the first one)
+        self.share.state.updated(updates)
 
     def _share_core(self) -> ShareGroupCoordinator:
         return self.server.core.share

@@ -44,6 +44,7 @@ from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
 
 from coordinator.sidecar import rewrite
+from coordinator.sidecar.placement import Placement
 from coordinator.sidecar.share_session import ShareSessions, TopicIdPartition
 from coordinator.sidecar.share_state import Acquired, ShareState
 from coordinator.sidecar.share_upstream import EARLIEST, Fetched, fetch, start_offset
@@ -52,6 +53,7 @@ from protocol.varint import skip_tagged_fields
 
 if TYPE_CHECKING:
     from coordinator.core.topics import TopicInfo
+    from coordinator.sidecar.placement import Locator
     from coordinator.sidecar.upstream import Upstreams
 
 log = logging.getLogger("groupcoord.share")
@@ -72,6 +74,7 @@ class Sidecar(Protocol):
     """What the share APIs need of coordinator.sidecar.proxy.Sidecar."""
 
     upstreams: Upstreams
+    locator: Locator | None
 
     @property
     def topics(self) -> dict[str, TopicInfo]: ...
@@ -82,6 +85,10 @@ class Sidecar(Protocol):
     def spawn(self, coro: Any) -> asyncio.Task[Any]: ...
 
     def refresh_soon(self) -> None: ...
+
+
+# (owner's fleet address, frame, correlation id, reply(None: no answer will come))
+Forward = Callable[[tuple[str, int], bytes, int, Callable[[bytes | None], None]], None]
 
 
 class BadRequest(Exception):
@@ -133,12 +140,32 @@ class ShareService:
         answer: Callable[[bytes], None],
         abort: Callable[[str], None],
         connection: object = None,
+        forward: Forward | None = None,
     ) -> None:
+        """One ShareFetch/ShareAcknowledge `frame`; `answer` gets the framed response. In a fleet
+        (`Sidecar.locator`), `forward` sends it to the group's owner; None: a request another
+        member forwarded here, answered here or refused, never forwarded again."""
         try:
             api_key, version, correlation_id, request = decode(frame)
         except BadRequest as exc:
             abort(str(exc))
             return
+        locator = self._sidecar.locator
+        if locator is not None:
+            where = locator.locate(request.group_id or "")
+            if where.placement is not Placement.LOCAL:
+                refused = rewrite.encode_response(
+                    correlation_id, api_key, version, _not_here(api_key, version, request)
+                )
+                if where.placement is Placement.REMOTE and where.address and forward:
+
+                    def relay(response: bytes | None) -> None:
+                        answer(refused if response is None else response)
+
+                    forward(where.address, frame, correlation_id, relay)
+                else:
+                    answer(refused)
+                return
         if api_key == SHARE_FETCH:
             work = self._share_fetch(version, request, connection)
         else:
@@ -219,12 +246,18 @@ class ShareService:
         if context.final:
             await self.state.release_member(group_id, member_id, context.released)
             return self._fetch_response(version, group_id, answers)
+        if getattr(request, "is_renew_ack", False):
+            # v2, KIP-1222: a fetch that only renews acquisition locks acquires nothing (the
+            # member is still busy with what it holds); our reading of the KIP, not checked
+            # against a broker.
+            return self._fetch_response(version, group_id, answers)
         fetchable = []
         for tp in context.partitions:
             if self._known(names, tp):
                 fetchable.append(tp)
-            else:
+            else:  # the client retries; meanwhile this sidecar reads the cluster again
                 answers.setdefault(tp, _Answer()).error = ErrorCode.unknown_topic_id
+                self._sidecar.refresh_soon()
         if fetchable:
             max_records = int(request.max_records)
             exact = getattr(request, "share_acquire_mode", 0) == _RECORD_LIMIT_MODE
@@ -240,6 +273,9 @@ class ShareService:
                 wait_ms,
                 answers,
                 batch_size,
+                # MaxBytes per partition, toward the upstream (whose Fetch returns a first batch
+                # larger than that whole, KIP-74, as Kafka's ShareFetch does)
+                max(1, min(int(request.max_bytes), _FETCH_MAX_BYTES)),
             )
         return self._fetch_response(version, group_id, answers)
 
@@ -254,6 +290,7 @@ class ShareService:
         wait_ms: int,
         answers: dict[TopicIdPartition, _Answer],
         batch_size: int | None = None,
+        max_bytes: int = _FETCH_MAX_BYTES,
     ) -> None:
         """Fetch upstream and acquire, waiting up to `wait_ms` for something to acquire: for
         records to arrive upstream (the upstream Fetch's own wait) or to be released here (a
@@ -265,7 +302,10 @@ class ShareService:
             remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
             fetching = asyncio.ensure_future(
                 asyncio.gather(
-                    *(self._fetch_one(group_id, names, tp, remaining_ms) for tp in partitions)
+                    *(
+                        self._fetch_one(group_id, names, tp, remaining_ms, max_bytes)
+                        for tp in partitions
+                    )
                 )
             )
             if not await _first(fetching, changed):
@@ -303,7 +343,12 @@ class ShareService:
                     return
 
     async def _fetch_one(
-        self, group_id: str, names: dict[uuid.UUID, str], tp: TopicIdPartition, wait_ms: int
+        self,
+        group_id: str,
+        names: dict[uuid.UUID, str],
+        tp: TopicIdPartition,
+        wait_ms: int,
+        max_bytes: int = _FETCH_MAX_BYTES,
     ) -> Fetched | ErrorCode:
         topic = names[tp[0]]
         sidecar = self._sidecar
@@ -311,16 +356,16 @@ class ShareService:
         broker = sidecar.upstreams.brokers.get(leader) if leader is not None else None
         if broker is None:
             sidecar.refresh_soon()
-            return ErrorCode.leader_not_available
+            return ErrorCode.not_leader_or_follower
         try:
             offset = await self.state.fetch_offset(group_id, tp, topic, broker)
-            if offset is None:
-                return ErrorCode.leader_not_available
-            result = await fetch(broker, topic, tp[1], offset, _FETCH_MAX_BYTES, wait_ms)
+            if offset is None:  # as many records in flight as it may have: wait for some
+                return Fetched(ErrorCode.none)
+            result = await fetch(broker, topic, tp[1], offset, max_bytes, wait_ms)
         except (UpstreamUnavailable, rewrite.RewriteError) as exc:
             log.debug("share fetch of %s-%d upstream failed: %s", topic, tp[1], exc)
             sidecar.refresh_soon()
-            return ErrorCode.leader_not_available
+            return ErrorCode.not_leader_or_follower
         if result.error == ErrorCode.offset_out_of_range:
             # The records were deleted upstream (retention): the partition starts again at the
             # log start (Kafka's SharePartition.updateCacheAndOffsets).
@@ -331,9 +376,16 @@ class ShareService:
             if earliest is not None:
                 self.state.out_of_range(group_id, tp, earliest)
             return Fetched(ErrorCode.none)
+        if result.error == ErrorCode.unknown_topic_or_partition:
+            # The topic is in this sidecar's metadata: the upstream has not caught up (tansu
+            # 0.6.0 answers so at times right after the topic was created). Nothing to deliver
+            # yet; the metadata is read again, and a topic really gone leaves it (then
+            # UNKNOWN_TOPIC_ID), so the client is not told of a failure the broker will outgrow.
+            sidecar.refresh_soon()
+            return Fetched(ErrorCode.none)
         if result.error != ErrorCode.none:
             sidecar.refresh_soon()
-            return result.error
+            return ErrorCode.not_leader_or_follower  # a leader moved, or is being elected
         return result
 
     def _fetch_error(self, version: int, error: ErrorCode, message: str | None) -> Any:
@@ -454,6 +506,60 @@ async def _first(fetching: asyncio.Future[Any], changed: asyncio.Event) -> bool:
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await fetching
     return False
+
+
+def _not_here(api_key: int, version: int, request: Any) -> Any:
+    """The answer of a fleet member that cannot serve the group now (its owner is unknown,
+    loading, or unreachable): NOT_LEADER_OR_FOLLOWER for every partition, on which share
+    consumers refresh their metadata and try again, as when a partition leader moves."""
+    module = response_module(api_key, version)
+    moved = ErrorCode.not_leader_or_follower
+    unknown = module.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)
+    if api_key == SHARE_FETCH:
+        topics = tuple(
+            module.ShareFetchableTopicResponse(
+                topic_id=t.topic_id,
+                partitions=tuple(
+                    module.PartitionData(
+                        partition_index=p.partition_index,
+                        error_code=moved,
+                        acknowledge_error_code=moved if p.acknowledgement_batches else 0,
+                        current_leader=unknown,
+                        records=b"",
+                        acquired_records=(),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        )
+        return module.ShareFetchResponse(
+            throttle_time=_ZERO,
+            error_code=ErrorCode.none,
+            acquisition_lock_timeout=_ZERO,
+            responses=topics,
+            node_endpoints=(),
+        )
+    fields: dict[str, Any] = {
+        "throttle_time": _ZERO,
+        "error_code": ErrorCode.none,
+        "responses": tuple(
+            module.ShareAcknowledgeTopicResponse(
+                topic_id=t.topic_id,
+                partitions=tuple(
+                    module.PartitionData(
+                        partition_index=p.partition_index, error_code=moved, current_leader=unknown
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        ),
+        "node_endpoints": (),
+    }
+    if "acquisition_lock_timeout" in module.ShareAcknowledgeResponse.__dataclass_fields__:
+        fields["acquisition_lock_timeout"] = _ZERO
+    return module.ShareAcknowledgeResponse(**fields)
 
 
 def _ack_batches(batches: Any) -> list[tuple[int, int, tuple[int, ...]]]:

@@ -7,9 +7,12 @@ latest by default, as Kafka's) and is persisted before anything is acquired, so 
 skips records produced meanwhile.
 
 Durability (STYLE.md: a response leaves only after the records it depends on are durable): every
-change to a partition's persisted state is written as the partition's full snapshot under one key
-per partition (compaction keeps the latest), through a `ShareStore`; `acknowledge` and
-`release_member` return once it is durable. What is persisted is Kafka's (ShareSnapshot): start
+change to a partition's persisted state is written as the partition's full snapshot, a
+coordinator record of the group (coordinator.core.share.state_records: one key per partition,
+compaction keeps the latest), through the server's runtime like every record of the group: the
+local log with --state local, the group's state partition in a fleet, replayed into the core's
+share partitions at start-up or failover; `acknowledge` and `release_member` return once it is
+durable. What is persisted is Kafka's (ShareSnapshot): start
 offset and the AVAILABLE / ACKNOWLEDGED / ARCHIVED batches with their delivery counts, never an
 acquisition lock; so after a crash every record that was acquired but not acknowledged is
 delivered again, and no acknowledged record is. Acquisitions are persisted only when they
@@ -25,97 +28,70 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
-from typing import Final, Protocol
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from coordinator.core.effects import Effects
+from coordinator.core.records import Record
 from coordinator.core.share.coordinator import ShareGroupCoordinator
 from coordinator.core.share.partition import AcquiredRecords, AcquireMode, SharePartition
-from coordinator.core.share.persisted import RecordState, ShareSnapshot, ShareUpdate, StateBatch
+from coordinator.core.share.persisted import ShareUpdate
+from coordinator.core.share.state_records import record_of
+from coordinator.serve.runtime import Runtime
 from coordinator.sidecar import share_upstream
 from coordinator.sidecar.share_upstream import Fetched
-from coordinator.sidecar.upstream import Broker
-from storage.disk import DiskLog
+from coordinator.sidecar.upstream import Broker, UpstreamUnavailable
 
 log = logging.getLogger("groupcoord.share")
 
 Acquired = AcquiredRecords  # what ShareFetch answers carry
 TopicIdPartition = tuple[uuid.UUID, int]
-_VALUE_VERSION: Final = 0
-_HEAD = struct.Struct(">hiiiqi")  # version, snapshot/state/leader epoch, start offset, count
-_BATCH = struct.Struct(">qqbh")  # first, last, state, delivery count
-
-
 PartitionKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition): the core's keys
 
 
 class ShareStore(Protocol):
-    """Where share-partition snapshots go: the local log (`DiskShareStore`), or a fleet's state
-    topic. `write` returns once the snapshot is durable and raises if it cannot be."""
+    """Where share-partition state goes. `write` returns once it is durable and raises if it
+    cannot be; without `wait` it only queues it (still in order with every later write)."""
 
-    async def write(self, key: PartitionKey, snapshot: ShareSnapshot, wait: bool) -> None: ...
-
-    async def load(self) -> dict[PartitionKey, ShareSnapshot]: ...
-
-    async def close(self) -> None: ...
+    async def write(self, key: PartitionKey, part: SharePartition, wait: bool) -> None: ...
 
 
-def encode_key(key: PartitionKey) -> bytes:
-    group_id, topic_id, partition = key
-    group = group_id.encode()
-    return (
-        b"\x00\x01"
-        + struct.pack(">h", len(group))
-        + group
-        + topic_id.bytes
-        + struct.pack(">i", partition)
-    )
+class RuntimeStore:
+    """The state as coordinator records (coordinator.core.share.state_records) through the
+    server's runtime: the local log with --state local, the group's state partition in a fleet
+    (where a member that does not own the group cannot write it: the write fails)."""
+
+    def __init__(self, runtime: Callable[[], Runtime | None]) -> None:
+        self._runtime = runtime
+
+    async def write(self, key: PartitionKey, part: SharePartition, wait: bool) -> None:
+        runtime = self._runtime()
+        if runtime is None:
+            raise RuntimeError("the server is not running")
+        record = Record(*record_of(key, part))
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def done() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        def failed(exc: BaseException) -> None:
+            if not future.done():
+                future.set_exception(exc)
+
+        runtime.apply_then(Effects(records=[record]), done, failed)
+        if wait:
+            await future
+        else:
+            future.add_done_callback(_log_failure)
 
 
-def decode_key(data: bytes) -> PartitionKey:
-    (length,) = struct.unpack_from(">h", data, 2)
-    group = data[4 : 4 + length].decode()
-    pos = 4 + length
-    topic_id = uuid.UUID(bytes=bytes(data[pos : pos + 16]))
-    (partition,) = struct.unpack_from(">i", data, pos + 16)
-    return (group, topic_id, partition)
-
-
-def encode_snapshot(s: ShareSnapshot) -> bytes:
-    head = _HEAD.pack(
-        _VALUE_VERSION,
-        s.snapshot_epoch,
-        s.state_epoch,
-        s.leader_epoch,
-        s.start_offset,
-        len(s.state_batches),
-    )
-    return head + b"".join(
-        _BATCH.pack(b.first_offset, b.last_offset, int(b.delivery_state), b.delivery_count)
-        for b in s.state_batches
-    )
-
-
-def decode_snapshot(data: bytes) -> ShareSnapshot:
-    version, snapshot_epoch, state_epoch, leader_epoch, start, count = _HEAD.unpack_from(data, 0)
-    if version != _VALUE_VERSION:
-        raise ValueError(f"unknown share snapshot version {version}")
-    batches = []
-    pos = _HEAD.size
-    for _ in range(count):
-        first, last, state, delivered = _BATCH.unpack_from(data, pos)
-        batches.append(StateBatch(first, last, RecordState(state), delivered))
-        pos += _BATCH.size
-    complete = sum(
-        b.last_offset - max(b.first_offset, start) + 1
-        for b in batches
-        if b.delivery_state.terminal and b.last_offset >= start
-    )
-    return ShareSnapshot(snapshot_epoch, state_epoch, leader_epoch, start, complete, tuple(batches))
+def _log_failure(future: asyncio.Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("share state write failed: %s", future.exception())
 
 
 class ShareState:
@@ -144,16 +120,6 @@ class ShareState:
     def lock_duration_ms(self, group_id: str) -> int:
         return self._share().partition_config(group_id).record_lock_duration_ms
 
-    async def load(self) -> int:
-        """Rebuild the partitions from the store's snapshots (start-up)."""
-        share = self._share()
-        snapshots = await self.store.load()
-        for key, snapshot in snapshots.items():
-            config = share.partition_config(key[0])
-            share.partitions[key] = SharePartition.from_snapshot(snapshot, config)
-        self._rearm()
-        return len(snapshots)
-
     def updated(self, updates: list[tuple[PartitionKey, ShareUpdate]]) -> None:
         """The core changed share partitions on its own (a share member left or was fenced, its
         records released: `Effects.share_updates`): persist them and wake waiting fetches."""
@@ -179,20 +145,22 @@ class ShareState:
         self, group_id: str, tp: TopicIdPartition, topic: str, broker: Broker
     ) -> int | None:
         """Where to fetch the partition from upstream; None when nothing can be acquired now
-        (or the start offset cannot be read yet). Raises UpstreamUnavailable."""
+        (its in-flight records are at group.share.partition.max.record.locks). Raises
+        UpstreamUnavailable when its start offset cannot be read or made durable."""
         key = (group_id, tp[0], tp[1])
         part = self.partitions.get(key)
         if part is None:
             part = await self._start(key, topic, broker)
-            if part is None:
-                return None
         return part.next_fetch_offset() if part.can_acquire() else None
 
-    async def _start(self, key: PartitionKey, topic: str, broker: Broker) -> SharePartition | None:
+    async def _start(self, key: PartitionKey, topic: str, broker: Broker) -> SharePartition:
         starting = self._starting.get(key)
         if starting is not None:  # another member's fetch is starting it: wait for that one
             await asyncio.shield(starting)
-            return self.partitions.get(key)
+            part = self.partitions.get(key)
+            if part is None:
+                raise UpstreamUnavailable(f"{topic}-{key[2]}: its share partition did not start")
+            return part
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._starting[key] = done
         try:
@@ -201,10 +169,13 @@ class ShareState:
             timestamp = share_upstream.EARLIEST if policy == "earliest" else share_upstream.LATEST
             offset = await share_upstream.start_offset(broker, topic, partition, timestamp)
             if offset is None:
-                return None
+                raise UpstreamUnavailable(f"{topic}-{partition}: no {policy} offset upstream")
             config = self._share().partition_config(group_id)
             fresh = SharePartition(config, offset)
-            await self.store.write(key, fresh.snapshot(), True)
+            try:
+                await self.store.write(key, fresh, True)
+            except Exception as exc:  # not durable (a fleet member that lost the group)
+                raise UpstreamUnavailable(f"share state not written: {exc}") from exc
             part = self.partitions.setdefault(key, fresh)  # (the core's, if it made one since)
             log.info(
                 "share group %s: %s-%d starts at offset %d (%s)",
@@ -281,7 +252,7 @@ class ShareState:
         self._rearm()
         if result.update is not None:
             try:
-                await self.store.write(key, part.snapshot(), True)
+                await self.store.write(key, part, True)
             except Exception as exc:  # the change is live but not durable: say so
                 log.warning("share state write failed: %s", exc)
                 return ErrorCode.unknown_server_error
@@ -300,7 +271,7 @@ class ShareState:
             if wanted is not None and (key[1], key[2]) not in wanted:
                 continue
             if part.release_member(member_id) is not None:
-                waits.append(self.store.write(key, part.snapshot(), True))
+                waits.append(self.store.write(key, part, True))
         if waits:
             await asyncio.gather(*waits, return_exceptions=True)
             self._notify()
@@ -314,7 +285,7 @@ class ShareState:
 
     def _persist(self, key: PartitionKey, part: SharePartition, changed: bool) -> None:
         if changed:
-            self._spawn(self.store.write(key, part.snapshot(), False))
+            self._spawn(self.store.write(key, part, False))
 
     def _spawn(self, coro: object) -> None:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
@@ -358,52 +329,3 @@ class ShareState:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-
-class DiskShareStore:
-    """`--state local`: the share snapshots in a compacted log of their own, `share-state/` in
-    the data directory (one key per partition: compaction keeps each partition's latest). Kept
-    apart from the group log so the group core never sees share records (their replay is
-    here, not in the core's)."""
-
-    def __init__(self, disk: DiskLog) -> None:
-        self.disk = disk
-
-    @classmethod
-    async def open(cls, data_dir: str, fsync: str) -> DiskShareStore:
-        return cls(await DiskLog.open(Path(data_dir) / "share-state", policy=fsync))
-
-    async def write(self, key: PartitionKey, snapshot: ShareSnapshot, wait: bool) -> None:
-        offset = self.disk.append([(encode_key(key), encode_snapshot(snapshot))])
-        if wait:
-            await self.disk.wait_durable(offset)
-
-    async def load(self) -> dict[PartitionKey, ShareSnapshot]:
-        out: dict[PartitionKey, ShareSnapshot] = {}
-        async for keys, values in self.disk.replay_kv_batches():
-            for k, v in zip(keys, values, strict=True):
-                key = decode_key(k)
-                if v is None:
-                    out.pop(key, None)
-                else:
-                    out[key] = decode_snapshot(v)
-        return out
-
-    async def close(self) -> None:
-        await self.disk.close()
-
-
-class MemoryShareStore:
-    """No durability (tests of the rules, and a fleet until its state topic carries shares)."""
-
-    def __init__(self) -> None:
-        self.snapshots: dict[PartitionKey, ShareSnapshot] = {}
-
-    async def write(self, key: PartitionKey, snapshot: ShareSnapshot, wait: bool) -> None:
-        self.snapshots[key] = snapshot
-
-    async def load(self) -> dict[PartitionKey, ShareSnapshot]:
-        return dict(self.snapshots)
-
-    async def close(self) -> None:
-        pass

@@ -77,7 +77,8 @@ def test_assignment_is_sent_on_join_full_request_or_change_only() -> None:
 def test_request_errors_are_invalid_request() -> None:
     c = coordinator()
     for req, message in [
-        (ShareGroupHeartbeat("g", "", 0, None, ("t1",)), "MemberId can't be empty."),
+        (ShareGroupHeartbeat("g", "", 0, None, ("t1",)), None),  # KafkaApis: no message
+        (ShareGroupHeartbeat("g", "m" * 37, 0, None, ("t1",)), None),
         (ShareGroupHeartbeat("", "m", 0, None, ("t1",)), "GroupId can't be empty."),
         (ShareGroupHeartbeat("g", "m", 0, "", ("t1",)), "RackId can't be empty."),
         (
@@ -190,3 +191,33 @@ def test_simple_assignor_shares_each_partition_evenly(members: int, partitions: 
     assert max(counts) - min(counts) <= 1
     again = assignor.assign(subs, {T1: partitions}, out)
     assert again == out  # sticky: a stable group keeps its assignment
+
+
+def test_offset_apis_refuse_a_share_groups_id_and_create_no_classic_group() -> None:
+    """ShareGroup.validateOffsetCommit/Fetch/Delete (Kafka 4.4): GROUP_ID_NOT_FOUND, so the id
+    never becomes a classic group too."""
+    from coordinator.core.coordinator import GroupCoordinator
+    from coordinator.core.effects import CoordinatorConfig
+    from coordinator.core.messages import (
+        CommitPartition,
+        CommitTopic,
+        FetchGroup,
+        FetchTopic,
+        OffsetCommit,
+        OffsetDelete,
+        OffsetFetch,
+    )
+
+    core = GroupCoordinator(
+        CoordinatorConfig(), TopicCatalog([TopicInfo("t1", T1, 1)]), lambda p: f"{p}-x"
+    )
+    joined = core.handle(1, ShareGroupHeartbeat("g", "m", 0, None, ("t1",)), 0)
+    assert joined.replies[0][1].error == E.none and len(joined.records) >= 4  # type: ignore[union-attr]
+    part = (CommitTopic("t1", (CommitPartition(0, 5, -1, None),)),)
+    commit = core.handle(2, OffsetCommit("g", -1, "", None, -1, part, 9), 0)
+    assert commit.replies[0][1].topics[0].partitions[0].error == E.group_id_not_found  # type: ignore[union-attr]
+    assert commit.records == [] and core.group("g") is None
+    fetch = core.handle(3, OffsetFetch((FetchGroup("g", None),), False, 9), 0)
+    assert fetch.replies[0][1].groups[0].error == E.group_id_not_found  # type: ignore[union-attr]
+    delete = core.handle(4, OffsetDelete("g", (FetchTopic("t1", (0,)),)), 0)
+    assert delete.replies[0][1].error == E.group_id_not_found  # type: ignore[union-attr]

@@ -100,3 +100,32 @@ async def test_only_the_replies_of_a_lost_append_fail(calls_back: bool) -> None:
     assert set(answered) == {2, 3}
     assert all(isinstance(r, OffsetCommitResult) for r in answered.values())
     runtime.close()
+
+
+class RefusingJournal(SplitJournal):
+    """A fleet journal's append for a state partition this member does not own: lost at once,
+    and "durable" already (durable_seq moves past a lost append)."""
+
+    def append(self, records: list[Record]) -> int:
+        self._seq += 1
+        self.failed.add(self._seq)
+        return self._seq
+
+
+async def test_an_append_refused_at_once_is_never_acknowledged() -> None:
+    journal = RefusingJournal(calls_back=False)
+    core = GroupCoordinator(CoordinatorConfig(), catalog(), lambda p: p, EPOCH)
+    answered: dict[int, Result] = {}
+    failed: dict[int, BaseException] = {}
+    runtime = Runtime(core, journal, respond=answered.__setitem__, fail=failed.__setitem__)
+    runtime.submit(1, commit("a", 1))
+    assert set(failed) == {1} and not answered
+    outcome: list[str] = []
+    from coordinator.core.effects import Effects
+    from coordinator.core.records import OffsetCommitKey, OffsetCommitValue
+
+    record = Record(OffsetCommitKey("a", "orders", 0), OffsetCommitValue(1, -1, "", 0, None))
+    runtime.apply_then(Effects(records=[record]), lambda: outcome.append("done"),
+                       lambda exc: outcome.append("failed"))
+    assert outcome == ["failed"]
+    runtime.close()

@@ -30,7 +30,7 @@ def partitions(response: Any) -> list[int]:
 
 
 async def test_share_group_membership_survives_a_restart(server: Callable[..., Any]) -> None:
-    broker = server(topics={"t": 3})
+    broker = server(topics={"t": 3}, share_heartbeat_interval_ms=7000)  # a setting reaches it
     client = await RawClient.connect(broker.port)
     versions = await client.call(kio(18, 3, "ApiVersionsRequest", client_software_name="test",
                                      client_software_version="1"))
@@ -41,7 +41,7 @@ async def test_share_group_membership_survives_a_restart(server: Callable[..., A
     m1, m2 = str(uuid.uuid4()), str(uuid.uuid4())
     first = await client.call(heartbeat("g", m1, 0, ("t",)))
     assert (first.error_code, first.member_id, first.member_epoch) == (ErrorCode.none, m1, 1)
-    assert first.heartbeat_interval.total_seconds() == 5 and partitions(first) == [0, 1, 2]
+    assert first.heartbeat_interval.total_seconds() == 7 and partitions(first) == [0, 1, 2]
     second = await client.call(heartbeat("g", m2, 0, ("t",)))
     # 3 partitions, 2 members: each partition to one member, 2 + 1 (which gets 2 is Kafka's
     # HashMap order, ours the member ids' order).

@@ -709,3 +709,31 @@ async def test_an_owner_back_after_a_failure_is_reached_again(fleet: Any) -> Non
     finally:
         client.close()
         await relay.stop()
+
+
+async def test_share_group_requests_are_answered_by_the_groups_owner(fleet: Any) -> None:
+    """KIP-932: ShareGroupHeartbeat is routed by group id like the other group APIs, and a
+    ShareGroupDescribe over groups here and there is split and merged in order."""
+    a, b = await fleet(), await fleet()
+    a.table.where["there"] = b.owner
+    client = await RawClient.connect(a.port)
+    try:
+        for group in ("there", "here"):
+            joined = await client.call(
+                kio(76, 1, "ShareGroupHeartbeatRequest", group_id=group, member_id="m1",
+                    member_epoch=0, rack_id=None, subscribed_topic_names=(TOPIC,))
+            )  # fmt: skip
+            assert (joined.error_code, joined.member_epoch) == (NONE, 1), joined
+        described = await client.call(
+            kio(77, 1, "ShareGroupDescribeRequest", group_ids=("there", "here", "there"),
+                include_authorized_operations=False)
+        )  # fmt: skip
+        assert [(g.group_id, g.error_code, g.group_state) for g in described.groups] == [
+            ("there", NONE, "Stable"),
+            ("here", NONE, "Stable"),
+            ("there", NONE, "Stable"),
+        ]
+    finally:
+        client.close()
+    assert set(b.server.core.share.groups) == {"there"}
+    assert set(a.server.core.share.groups) == {"here"}

@@ -203,8 +203,9 @@ def test_api_versions_intersection():
     assert ranges[3] == (0, apis.APIS[3].max_version)  # Metadata: what we can rewrite
     assert ranges[60] == (0, 1)
     assert ranges[19] == (0, 7) and ranges[999] == (0, 3)  # forwarded as the upstream has them
-    assert ranges[78] == (1, 2)  # ShareFetch: the sidecar's own (rewrite.SHARE_VERSIONS)
+    assert 88 not in {k for k, _, _ in rewrite.api_version_ranges({88: (0, 0)})}  # withheld
     assert ranges[76] == (1, 1) and ranges[77] == (1, 1)  # share groups: ours (KIP-932)
+    assert ranges[78] == (1, 2) and ranges[79] == (1, 2)  # ShareFetch/-Acknowledge: ours too
     # KIP-848's 68/69: ours (issue 23), whether the upstream offers them (68) or not (69).
     assert ranges[68] == (0, 1) and ranges[69] == (0, 1)
     assert ranges[28] == (0, 4)  # TxnOffsetCommit: ours (issue 29), within the upstream's range

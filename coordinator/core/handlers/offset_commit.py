@@ -110,6 +110,8 @@ def _error(state: CoreState, group: ClassicGroup | None, cmd: OffsetCommit) -> E
     """The coordinator-level error of a commit to `group` (§10.1); None = accept."""
     if state.loading:
         return E.coordinator_load_in_progress
+    if group is None and cmd.group_id in state.share.groups:
+        return E.group_id_not_found  # KIP-932: ShareGroup.validateOffsetCommit (Kafka 4.4)
     if group is None:
         consumer_group = state.consumer.groups.get(cmd.group_id)
         if consumer_group is not None:

@@ -31,6 +31,8 @@ E = ErrorCode
 
 def _subscribed_to(state: CoreState, group_id: str) -> Callable[[str], bool] | ErrorCode:
     """Whether the group is subscribed to a topic, or the error that refuses the whole request."""
+    if not state.loading and group_id in state.share.groups:
+        return E.group_id_not_found  # KIP-932: ShareGroup.validateOffsetDelete (Kafka 4.4)
     consumer_group = state.consumer.groups.get(group_id) if not state.loading else None
     if consumer_group is not None:  # found by comparison with Kafka 4.4 (tests/conformance)
         return consumer_group.subscribed_topic_names().__contains__

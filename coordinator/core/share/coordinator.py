@@ -2,8 +2,9 @@
 (API 77) as Kafka 4.4's GroupMetadataManager answers them, and the share partitions' home.
 
 `heartbeat(request, now_ms)` -> ShareResult(response, records, partition_updates):
-1. the request checks of GroupCoordinatorService (empty member id, group id or rack id, epoch 0
-   without topics, epoch < -1: INVALID_REQUEST); epoch -1 leaves (GROUP_ID_NOT_FOUND,
+1. the request checks of KafkaApis and GroupCoordinatorService (a member id empty or longer
+   than 36 characters, an empty group id or rack id, epoch 0 without topics, epoch < -1:
+   INVALID_REQUEST); epoch -1 leaves (GROUP_ID_NOT_FOUND,
    UNKNOWN_MEMBER_ID, else the member is removed and the group epoch bumped);
 2. the group (created by epoch 0 only, else GROUP_ID_NOT_FOUND), its size (GROUP_MAX_SIZE_REACHED
    for a new member of a full group), the member (UNKNOWN_MEMBER_ID for a non-zero epoch it does
@@ -75,6 +76,7 @@ from coordinator.core.share.records import (
     ShareGroupTargetAssignmentMetadataKey,
     ShareGroupTargetAssignmentMetadataValue,
 )
+from coordinator.core.share.state_records import SharePartitionStateKey, SharePartitionStateValue
 from coordinator.core.topichash import TopicHashCache
 from coordinator.core.topics import TopicCatalog
 
@@ -98,6 +100,9 @@ class ShareGroupCoordinator:
     # -- ShareGroupHeartbeat -----------------------------------------------------------------------
 
     def heartbeat(self, req: ShareGroupHeartbeat, now_ms: int) -> ShareResult:
+        if not req.member_id or len(req.member_id) > 36:
+            # KafkaApis.isMemberIdValid: its error response carries no message (Kafka 4.4).
+            return ShareResult(ShareHeartbeatResponse(E.invalid_request))
         refused = _request_error(req)
         if refused is not None:
             return ShareResult(ShareHeartbeatResponse(E.invalid_request, refused))
@@ -105,8 +110,8 @@ class ShareGroupCoordinator:
             return self._leave(req)
         gid, mid = req.group_id, req.member_id
         group = self.groups.get(gid)
-        if group is None and req.member_epoch != 0:
-            return _refuse(E.group_id_not_found, f"Group {gid} not found.")
+        if group is None and req.member_epoch != 0:  # getOrMaybeCreateShareGroup's words
+            return _refuse(E.group_id_not_found, f"Share group {gid} not found.")
         group = group or ShareGroup(gid)
         member = group.members.get(mid)
         if member is None and len(group.members) >= self.config.max_size:
@@ -364,6 +369,18 @@ class ShareGroupCoordinator:
     def replay(self, record: ShareRecord) -> None:
         replay(self.groups, record.key, record.value)
 
+    def replay_partition(
+        self, key: SharePartitionStateKey, value: SharePartitionStateValue | None
+    ) -> None:
+        """A share partition's state record (coordinator.core.share.state_records): the
+        partition as it was persisted, or gone (a tombstone)."""
+        k = (key.group_id, key.topic_id, key.partition)
+        if value is None:
+            self.partitions.pop(k, None)
+        else:
+            config = self.partition_config(key.group_id)
+            self.partitions[k] = SharePartition.from_snapshot(value.snapshot, config)
+
     def finish_loading(self, now_ms: int, group_ids: Iterable[str] | None = None) -> None:
         """Loaded members get a fresh session timeout (Kafka schedules one per member on load)."""
         for gid in self.groups if group_ids is None else group_ids:
@@ -386,8 +403,6 @@ class ShareGroupCoordinator:
 
 
 def _request_error(req: ShareGroupHeartbeat) -> str | None:
-    if not req.member_id:
-        return "MemberId can't be empty."
     if not req.group_id:
         return "GroupId can't be empty."
     if req.rack_id == "":
