@@ -129,7 +129,9 @@ async def test_a_stalled_member_loses_its_records_when_the_lock_times_out(
     # Not before the lock ran out: the acquisition came just before the staller's report.
     first_back = min(e["t"] for e in taker.events if e["event"] == "records" and any(
         (p, o) in {(d.partition, d.offset) for d in held} for p, o, *_ in e["records"]))
-    assert first_back - held_at >= lock_ms / 1000 - 0.3, (first_back - held_at)
+    # ... and soon after (slack for a loaded machine): the group's lock duration, not a default.
+    assert lock_ms / 1000 - 0.3 <= first_back - held_at <= lock_ms / 1000 + 8, (
+        first_back - held_at)
     assert staller.running(), "the staller stays a member while its locks time out"
     await su.close_all([taker, staller])
 
