@@ -20,6 +20,7 @@ from types import MappingProxyType, ModuleType
 from typing import Final
 
 __all__ = [
+    "ALTER_SHARE_GROUP_OFFSETS",
     "ALTER_USER_SCRAM_CREDENTIALS",
     "APIS",
     "API_TABLE",
@@ -32,9 +33,11 @@ __all__ = [
     "CREATE_TOPICS",
     "DELETE_ACLS",
     "DELETE_GROUPS",
+    "DELETE_SHARE_GROUP_OFFSETS",
     "DELETE_TOPICS",
     "DESCRIBE_ACLS",
     "DESCRIBE_GROUPS",
+    "DESCRIBE_SHARE_GROUP_OFFSETS",
     "DESCRIBE_USER_SCRAM_CREDENTIALS",
     "FETCH",
     "FIND_COORDINATOR",
@@ -95,6 +98,9 @@ CONSUMER_GROUP_HEARTBEAT: Final = 68
 CONSUMER_GROUP_DESCRIBE: Final = 69
 SHARE_GROUP_HEARTBEAT: Final = 76
 SHARE_GROUP_DESCRIBE: Final = 77
+DESCRIBE_SHARE_GROUP_OFFSETS: Final = 90
+ALTER_SHARE_GROUP_OFFSETS: Final = 91
+DELETE_SHARE_GROUP_OFFSETS: Final = 92
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +165,10 @@ API_TABLE: Final[tuple[ApiSpec, ...]] = (
     # removed in 4.1); always flexible.
     ApiSpec(SHARE_GROUP_HEARTBEAT, "share_group_heartbeat", 1, 1, 0),
     ApiSpec(SHARE_GROUP_DESCRIBE, "share_group_describe", 1, 1, 0),
+    # KIP-932 share groups' offset admin: Kafka 4.4's ranges (90 v1 adds the Lag, KIP-1226).
+    ApiSpec(DESCRIBE_SHARE_GROUP_OFFSETS, "describe_share_group_offsets", 0, 1, 0),
+    ApiSpec(ALTER_SHARE_GROUP_OFFSETS, "alter_share_group_offsets", 0, 0, 0),
+    ApiSpec(DELETE_SHARE_GROUP_OFFSETS, "delete_share_group_offsets", 0, 0, 0),
 )
 
 # The classic-group APIs, answered by the coordinator core through coordinator.serve.adapters.
@@ -184,7 +194,16 @@ CONSUMER_GROUP_APIS: Final = frozenset({CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP
 
 # The KIP-932 share-group membership APIs: answered by the core (coordinator.core.handlers.share)
 # the same way, standalone and in a sidecar (routed by group id in a fleet).
-SHARE_GROUP_APIS: Final = frozenset({SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE})
+# The offset admin APIs (90-92, coordinator.core.handlers.share_admin) are routed with them.
+SHARE_GROUP_APIS: Final = frozenset(
+    {
+        SHARE_GROUP_HEARTBEAT,
+        SHARE_GROUP_DESCRIBE,
+        DESCRIBE_SHARE_GROUP_OFFSETS,
+        ALTER_SHARE_GROUP_OFFSETS,
+        DELETE_SHARE_GROUP_OFFSETS,
+    }
+)
 
 APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType({spec.api_key: spec for spec in API_TABLE})
 

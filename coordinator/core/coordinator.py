@@ -49,6 +49,7 @@ from coordinator.core.handlers import (
     offset_delete,
     offset_fetch,
     share,
+    share_admin,
     sync,
 )
 from coordinator.core.messages import (
@@ -73,6 +74,11 @@ from coordinator.core.records import (
     TopicValue,
     TxnOffsetKey,
     TxnOffsetValue,
+)
+from coordinator.core.share.admin_messages import (
+    AlterShareGroupOffsets,
+    DeleteShareGroupOffsets,
+    DescribeShareGroupOffsets,
 )
 from coordinator.core.share.coordinator import ShareGroupCoordinator
 from coordinator.core.share.messages import ShareGroupDescribe, ShareGroupHeartbeat
@@ -104,6 +110,10 @@ HANDLERS: dict[type, Handler] = {
     # KIP-932: the share groups' membership APIs, core.handlers.share.
     ShareGroupHeartbeat: share.heartbeat,
     ShareGroupDescribe: share.describe,
+    # KIP-932: the share groups' offset admin APIs, core.handlers.share_admin.
+    DescribeShareGroupOffsets: share_admin.describe,
+    AlterShareGroupOffsets: share_admin.alter,
+    DeleteShareGroupOffsets: share_admin.delete,
 }
 
 

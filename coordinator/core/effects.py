@@ -20,6 +20,14 @@ from coordinator.core.consumer.messages import (
 from coordinator.core.events import Event
 from coordinator.core.messages import Command, Result
 from coordinator.core.records import Record
+from coordinator.core.share.admin_messages import (
+    AlterShareGroupOffsets,
+    AlterShareGroupOffsetsResult,
+    DeleteShareGroupOffsets,
+    DeleteShareGroupOffsetsResult,
+    DescribeShareGroupOffsets,
+    DescribeShareGroupOffsetsResult,
+)
 from coordinator.core.share.messages import (
     ShareGroupDescribe,
     ShareGroupDescribeResult,
@@ -38,6 +46,9 @@ AnyCommand = (
     | ConsumerGroupDescribe
     | ShareGroupHeartbeat
     | ShareGroupDescribe
+    | DescribeShareGroupOffsets  # KIP-932's offset admin APIs (core.handlers.share_admin)
+    | AlterShareGroupOffsets
+    | DeleteShareGroupOffsets
 )
 AnyResult = (
     Result
@@ -45,6 +56,9 @@ AnyResult = (
     | ConsumerGroupDescribeResult
     | ShareHeartbeatResponse
     | ShareGroupDescribeResult
+    | DescribeShareGroupOffsetsResult
+    | AlterShareGroupOffsetsResult
+    | DeleteShareGroupOffsetsResult
 )
 
 

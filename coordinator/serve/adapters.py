@@ -36,6 +36,7 @@ from kio.static.primitive import i32Timedelta
 from coordinator.core import messages as m
 from coordinator.core.effects import AnyCommand, AnyResult
 from coordinator.serve import consumer_adapters, share_adapters
+from coordinator.serve import share_admin_adapters as share_admin
 from protocol import apis, codec, fastpath
 from protocol.apis import (
     DELETE_GROUPS,
@@ -73,6 +74,7 @@ COMMAND_TYPES: Final = (
     m.DeleteGroups,
     *consumer_adapters.COMMAND_TYPES,  # KIP-848
     *share_adapters.COMMAND_TYPES,  # KIP-932
+    *share_admin.COMMAND_TYPES,  # KIP-932's offset admin APIs (90-92)
 )
 
 _request_module = apis.request_module
@@ -263,6 +265,7 @@ _TO_COMMAND: Final[dict[int, Callable[[RequestHeader, Any, str], object]]] = {
     DELETE_GROUPS: _delete_groups,
     **consumer_adapters.TO_COMMAND,  # KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe
     **share_adapters.TO_COMMAND,  # KIP-932: ShareGroupHeartbeat, ShareGroupDescribe
+    **share_admin.TO_COMMAND,  # KIP-932: Describe/Alter/DeleteShareGroupOffsets
 }
 
 
@@ -545,6 +548,7 @@ _TO_RESPONSE: Final[dict[type, tuple[int, Callable[[int, Any], object]]]] = {
     m.DeleteGroupsResult: (DELETE_GROUPS, _delete_groups_response),
     **consumer_adapters.TO_RESPONSE,
     **share_adapters.TO_RESPONSE,
+    **share_admin.TO_RESPONSE,
 }
 
 
@@ -557,7 +561,7 @@ def response_frame(header: RequestHeader, result: AnyResult) -> bytes:
         return fastpath.offset_commit_response_frame(
             header.api_version,
             header.correlation_id,
-            result.topics,  # type: ignore[union-attr]
+            result.topics,  # type: ignore[union-attr,arg-type]
         )
     if (
         kind is consumer_adapters.HeartbeatResponse
@@ -586,6 +590,10 @@ def _error_result(header: RequestHeader, r: Any, error: ErrorCode) -> AnyResult:
             return consumer_adapters.error_result(header, r, error)
         case apis.SHARE_GROUP_HEARTBEAT | apis.SHARE_GROUP_DESCRIBE:
             return share_adapters.error_result(header, r, error)
+        case apis.DESCRIBE_SHARE_GROUP_OFFSETS | apis.ALTER_SHARE_GROUP_OFFSETS:
+            return share_admin.error_result(header, r, error)
+        case apis.DELETE_SHARE_GROUP_OFFSETS:
+            return share_admin.error_result(header, r, error)
         case apis.JOIN_GROUP:  # JoinGroup: echo the member id so a known member keeps it
             return m.JoinGroupResult(error=error, member_id=r.member_id)
         case apis.SYNC_GROUP:

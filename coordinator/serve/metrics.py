@@ -73,6 +73,7 @@ from coordinator.core.messages import (
     OffsetFetchResult,
     TopicErrors,
 )
+from coordinator.serve import share_metrics
 from coordinator.serve.lifecycle import installed_version
 from protocol import apis
 
@@ -576,6 +577,8 @@ class _StateCollector:
             value=pending,
         )
         yield from self._consumer_groups()
+        core = self.m.server.core  # KIP-932 share groups (coordinator.serve.share_metrics)
+        yield from share_metrics.collect(core.share, core.topics, self.m.per_group)
 
     def _consumer_groups(self) -> Iterator[Metric]:
         """The KIP-848 consumer groups (issue 23): by state, and their members."""

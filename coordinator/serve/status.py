@@ -56,6 +56,7 @@ from coordinator.core.events import (
     RebalanceTrigger,
 )
 from coordinator.core.group import CONSUMER_PROTOCOL_TYPE, GroupSnapshot
+from coordinator.serve import share_status
 from protocol import consumer as consumer_protocol
 from storage.history import FieldValue, HistoryEvent
 
@@ -291,14 +292,18 @@ class StatusProvider:
         classic = [self._group(g) for g in self.server.core.groups()]
         consumer = self.server.core.consumer
         kip848 = [self._consumer_group(gid) for gid in list(consumer.groups)]
+        kip848 += [self._share_group(gid) for gid in list(self.server.core.share.groups)]
         return sorted((g for g in (*classic, *kip848) if g is not None),
                       key=lambda g: g["group_id"])  # fmt: skip
 
     def group(self, group_id: str) -> dict[str, Any] | None:
         snapshot = self.server.core.group(group_id)
         if snapshot is None:
-            return self._consumer_group(group_id)
+            return self._consumer_group(group_id) or self._share_group(group_id)
         return self._group(snapshot)
+
+    def _share_group(self, group_id: str) -> dict[str, Any] | None:  # KIP-932
+        return share_status.share_group(self.server.core, group_id, self.end_offsets)
 
     def _consumer_group(self, group_id: str) -> dict[str, Any] | None:
         """A KIP-848 consumer group (issue 23), in the classic groups' shape: the group epoch

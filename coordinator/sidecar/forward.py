@@ -74,6 +74,7 @@ _BATCHED: Final = {
     apis.OFFSET_FETCH: ("groups", "groups"),  # v8+ (KIP-709); one group_id before
     apis.CONSUMER_GROUP_DESCRIBE: ("group_ids", "groups"),  # KIP-848 (issue 23)
     apis.SHARE_GROUP_DESCRIBE: ("group_ids", "groups"),  # KIP-932
+    apis.DESCRIBE_SHARE_GROUP_OFFSETS: ("groups", "groups"),
 }
 _FIRST_BATCHED_OFFSET_FETCH: Final = 8
 

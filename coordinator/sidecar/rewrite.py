@@ -66,9 +66,6 @@ WITHHELD: Final = frozenset(
     {
         88,  # StreamsGroupHeartbeat (KIP-1071)
         89,  # StreamsGroupDescribe
-        90,  # DescribeShareGroupOffsets
-        91,  # AlterShareGroupOffsets
-        92,  # DeleteShareGroupOffsets
     }
 )
 

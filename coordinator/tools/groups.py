@@ -62,13 +62,13 @@ from coordinator.tools.groups_reset import (
     plan,
     scope,
 )
+from coordinator.tools.groups_share import describe_group
 from coordinator.tools.groups_wire import (
     SECURITY,
     GroupsError,
     GroupView,
     delete_groups,
     delete_offsets,
-    describe_group,
     list_groups,
 )
 

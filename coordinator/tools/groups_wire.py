@@ -238,7 +238,7 @@ class GroupView:
     members: list[MemberView] = field(default_factory=list)
     # topic -> partition -> committed offset; None until asked (OffsetFetch)
     offsets: dict[str, dict[int, int]] | None = None
-    group_type: str = "classic"  # or "consumer" (KIP-848: ConsumerGroupDescribe)
+    group_type: str = "classic"  # "consumer" (KIP-848), "share" (KIP-932: ShareGroupDescribe)
     group_epoch: int | None = None  # KIP-848 groups only
     assignment_epoch: int | None = None
 
@@ -282,27 +282,7 @@ async def find_coordinator(host: str, port: int, group: str, timeout_s: float) -
     return Coordinator(int(found.node_id), found.host, int(found.port))
 
 
-async def describe_group(
-    host: str, port: int, group: str, timeout_s: float, offsets: bool = True
-) -> GroupView:
-    """FindCoordinator, then DescribeGroups and (with `offsets`) OffsetFetch on the coordinator.
-    A group that does not exist comes back in state Dead, as DescribeGroups answers."""
-
-    async def attempt() -> GroupView:
-        coordinator = await find_coordinator(host, port, group, timeout_s)
-        conn = await KafkaConnection.open(coordinator.host, coordinator.port, timeout_s)
-        try:
-            view = await _describe_on(conn, coordinator, group, timeout_s)
-            if offsets:
-                view.offsets = await _committed(conn, group, view, timeout_s)
-            return view
-        finally:
-            conn.close()
-
-    return await with_retries(timeout_s, attempt)
-
-
-async def _describe_on(
+async def describe_on(
     conn: KafkaConnection, coordinator: Coordinator, group: str, timeout_s: float
 ) -> GroupView:
     if apis.CONSUMER_GROUP_DESCRIBE in conn.versions:
@@ -370,7 +350,7 @@ def _partitions_of(assignment: Any) -> dict[str, list[int]]:
     }
 
 
-async def _committed(
+async def committed(
     conn: KafkaConnection, group: str, view: GroupView, timeout_s: float
 ) -> dict[str, dict[int, int]]:
     version = conn.version(apis.OFFSET_FETCH)

@@ -3,12 +3,13 @@
 The share drivers' contract (this one and tests/java/ShareDriver.java, the Java KafkaShareConsumer):
 
     --bootstrap HOST:PORT --group G --topic T --client-id C
-    [--max-poll-records N] [--commit sync|async]
+    [--max-poll-records N] [--commit sync|async] [--work-ms N]
 
 The member subscribes to T in share group G in EXPLICIT acknowledgement mode and polls in a loop.
 Every record it polls it acknowledges itself, one by one, with ACCEPT unless a rule says otherwise,
 then commits the batch's acknowledgements (commitSync, or commitAsync with --commit async) before
-the next poll. Lines on stdin:
+the next poll; --work-ms is the time it "processes" each non-empty batch before acknowledging it
+(a busy member leaves the next records to the others, as a real worker would). Lines on stdin:
 
     rule P:O A1,A2,...   the record at partition P, offset O gets A1 on its first delivery to this
                          member's group, A2 on its second, ...; the last one repeats. An action is
@@ -42,6 +43,7 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+import time
 from typing import Any
 
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
@@ -95,6 +97,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--client-id", default="share-driver")
     p.add_argument("--max-poll-records", type=int, default=500)
     p.add_argument("--commit", choices=("sync", "async"), default="sync")
+    p.add_argument("--work-ms", type=int, default=0)
     return p.parse_args(argv)
 
 
@@ -139,6 +142,8 @@ def main() -> int:
             emit("holding")
             script.closing.wait()
             break
+        if args.work_ms:
+            time.sleep(args.work_ms / 1000)  # the batch's processing, under its locks
         done = []
         for m in records:
             action = script.action(m.partition(), m.offset(), m.delivery_count() or 1)

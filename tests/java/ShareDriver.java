@@ -2,9 +2,10 @@
 // Same contract as tests/clients/share_driver.py (read its docstring), in short:
 //
 // Args: --bootstrap HOST:PORT --group G --topic T --client-id C
-//       [--max-poll-records N] [--commit sync|async]
+//       [--max-poll-records N] [--commit sync|async] [--work-ms N]
 // Explicit acknowledgement: every polled record is acknowledged one by one (ACCEPT unless a rule
-// says otherwise), then the batch is committed (commitSync, or commitAsync) before the next poll.
+// says otherwise), then the batch is committed (commitSync, or commitAsync) before the next poll;
+// --work-ms: the time each non-empty batch is "processed" before its acknowledgements.
 // stdin: "rule P:O A1,A2,..." (action per delivery count, the last repeats; accept|release|reject),
 //        "hold" (leave the next non-empty poll's records unacknowledged and stop polling),
 //        "close" or EOF (close the consumer, exit 0).
@@ -119,6 +120,7 @@ public final class ShareDriver {
         props.put(ConsumerConfig.RECONNECT_BACKOFF_MS_CONFIG, "100");
         props.put(ConsumerConfig.METADATA_MAX_AGE_CONFIG, "5000");
         boolean async = args.getOrDefault("commit", "sync").equals("async");
+        long workMs = Long.parseLong(args.getOrDefault("work-ms", "0"));
 
         Thread stdin = new Thread(ShareDriver::readStdin, "stdin");
         stdin.setDaemon(true);
@@ -144,6 +146,9 @@ public final class ShareDriver {
                     continue;
                 }
                 boolean hold = HOLD.get();
+                if (!hold && workMs > 0) {
+                    Thread.sleep(workMs);  // the batch's processing, under its locks
+                }
                 List<String> done = new ArrayList<>();
                 for (ConsumerRecord<byte[], byte[]> r : batch) {
                     int count = r.deliveryCount().map(Short::intValue).orElse(-1);

@@ -33,12 +33,14 @@ RECORDS = int(os.environ.get("GROUPCOORD_SHARE_RECORDS", "10000"))
 
 
 async def _members(stack: Stack, tmp_path: Path, kind: str, target: Target, group: str,
-                   topic: str, n: int, commit: str = "sync") -> list[rc.Member]:
+                   topic: str, n: int, commit: str = "sync", max_poll_records: int = 500,
+                   work_ms: int = 0) -> list[rc.Member]:
     ms = []
     for i in range(n):
         m = await su.start_share_member(tmp_path, stack.peers, kind, f"{kind}-{i}",
                                         bootstrap=target.bootstrap, group=group, topic=topic,
-                                        max_poll_records=500, commit=commit)
+                                        max_poll_records=max_poll_records, commit=commit,
+                                        work_ms=work_ms)
         stack.members.append(m)  # killed at teardown
         ms.append(m)
     await su.wait_members_assigned(target.port, group, topic, n, ms)
@@ -54,8 +56,25 @@ async def test_three_members_share_every_record_once(
 ) -> None:
     topic = group = target.name("share-three")
     await target.prepare(topic, group)
-    ms = await _members(stack, tmp_path, share_kind, target, group, topic, 3)
-    su.produce_numbered(target.upstream.bootstrap, topic, RECORDS)
+    # 200-record batches that take 20 ms to process: while one member works, the others fetch.
+    ms = await _members(stack, tmp_path, share_kind, target, group, topic, 3,
+                        max_poll_records=200, work_ms=20)
+    # Kafka does not balance a burst: a member whose first ShareFetch comes late finds every
+    # record taken (seen on Kafka 4.4: 9,899 / 101 / 0 with Java members). So records trickle in
+    # until each member has had some, then the rest come at once.
+    produced = 0
+
+    def each_member_fetching() -> bool:
+        nonlocal produced
+        if all(su.deliveries(m) for m in ms):
+            return True
+        su.produce_numbered(target.upstream.bootstrap, topic, 3)
+        produced += 3
+        return False
+
+    await rc.wait_until(each_member_fetching, 60, "each member to get some records",
+                        interval=0.2, explain=lambda: su.explain(ms))
+    su.produce_numbered(target.upstream.bootstrap, topic, RECORDS - produced)
     await su.wait_accepted(ms, _offsets(RECORDS), 120, f"all {RECORDS} records accepted")
     ds = su.all_deliveries(ms)
     twice = {k: n for k, n in su.accepted(ds).items() if n > 1}
@@ -110,7 +129,9 @@ async def test_a_stalled_member_loses_its_records_when_the_lock_times_out(
     # Not before the lock ran out: the acquisition came just before the staller's report.
     first_back = min(e["t"] for e in taker.events if e["event"] == "records" and any(
         (p, o) in {(d.partition, d.offset) for d in held} for p, o, *_ in e["records"]))
-    assert first_back - held_at >= lock_ms / 1000 - 0.3, (first_back - held_at)
+    # ... and soon after (slack for a loaded machine): the group's lock duration, not a default.
+    assert lock_ms / 1000 - 0.3 <= first_back - held_at <= lock_ms / 1000 + 8, (
+        first_back - held_at)
     assert staller.running(), "the staller stays a member while its locks time out"
     await su.close_all([taker, staller])
 

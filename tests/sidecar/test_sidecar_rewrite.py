@@ -196,7 +196,8 @@ def test_group_find_coordinator_answer(version):
 
 def test_api_versions_intersection():
     upstream = {0: (0, 11), 1: (0, 17), 3: (0, 13), 10: (0, 6), 11: (0, 9), 18: (0, 4),
-                28: (0, 4), 68: (0, 0), 76: (0, 1), 78: (0, 1), 60: (0, 1), 19: (0, 7), 999: (0, 3)}
+                28: (0, 4), 68: (0, 0), 76: (0, 1), 78: (0, 1), 88: (0, 1), 60: (0, 1),
+                19: (0, 7), 999: (0, 3)}
     ranges = {k: (lo, hi) for k, lo, hi in rewrite.api_version_ranges(upstream)}
     assert ranges[0] == (0, 9)  # Produce below KIP-951's NodeEndpoints
     assert ranges[1] == (apis.APIS[1].min_version, apis.APIS[1].max_version)  # Fetch: <= 12
@@ -204,6 +205,7 @@ def test_api_versions_intersection():
     assert ranges[60] == (0, 1)
     assert ranges[19] == (0, 7) and ranges[999] == (0, 3)  # forwarded as the upstream has them
     assert 88 not in {k for k, _, _ in rewrite.api_version_ranges({88: (0, 0)})}  # withheld
+    assert ranges[90] == (0, 1) and ranges[92] == (0, 0)  # share offsets admin: ours
     assert ranges[76] == (1, 1) and ranges[77] == (1, 1)  # share groups: ours (KIP-932)
     assert ranges[78] == (1, 2) and ranges[79] == (1, 2)  # ShareFetch/-Acknowledge: ours too
     # KIP-848's 68/69: ours (issue 23), whether the upstream offers them (68) or not (69).

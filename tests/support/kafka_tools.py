@@ -23,6 +23,7 @@ from tests.support.kafka import classpath
 SOURCE = Path(__file__).resolve().parents[1] / "java" / "ToolRunner.java"
 CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 ACLS = "org.apache.kafka.tools.AclCommand"
+SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"  # kafka-share-groups.sh
 LOG4J = """\
 rootLogger.level = WARN
 rootLogger.appenderRef.file.ref = file

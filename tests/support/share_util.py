@@ -38,9 +38,10 @@ def share_command(kind: str, peers: Path, args: list[str]) -> list[str]:
 
 async def start_share_member(tmp: Path, peers: Path, kind: str, name: str, *, bootstrap: str,
                              group: str, topic: str, max_poll_records: int = 500,
-                             commit: str = "sync") -> rc.Member:
+                             commit: str = "sync", work_ms: int = 0) -> rc.Member:
     args = ["--bootstrap", bootstrap, "--group", group, "--topic", topic, "--client-id", name,
-            "--max-poll-records", str(max_poll_records), "--commit", commit]
+            "--max-poll-records", str(max_poll_records), "--commit", commit,
+            "--work-ms", str(work_ms)]
     return await rc.spawn_member(tmp, peers, kind, name, share_command(kind, peers, args))
 
 

@@ -512,7 +512,10 @@ def upstream_groups(bootstrap: str) -> list[str]:
 
 _KIO_NAMES = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 10: "find_coordinator",
               18: "api_versions", 60: "describe_cluster", 77: "share_group_describe",
-              78: "share_fetch", 79: "share_acknowledge"}
+              78: "share_fetch", 79: "share_acknowledge", 76: "share_group_heartbeat",
+              32: "describe_configs", 44: "incremental_alter_configs",
+              90: "describe_share_group_offsets", 91: "alter_share_group_offsets",
+              92: "delete_share_group_offsets"}
 
 
 def _kio_module(api_key: int, version: int, kind: str) -> Any:

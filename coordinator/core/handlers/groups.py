@@ -14,6 +14,10 @@ Rules:
   GROUP_ID_NOT_FOUND; the group's state (STATE_REPLIES, Check.DELETE: only an Empty group is
   deleted, with its offsets); a KIP-848 group: NON_EMPTY_GROUP unless Empty
   (core.handlers.consumer.delete).
+- KIP-932 share groups (as Kafka 4.4 answers, tests/share): listed with protocol type and group
+  type "share" and their state (Empty, Stable); DescribeGroups answers them as any non-classic
+  group ("Dead", v6+ GROUP_ID_NOT_FOUND "Group X is not a classic group."); DeleteGroups:
+  NON_EMPTY_GROUP with members, otherwise the group and its share partitions' state go.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 from coordinator.core.effects import Effects
 from coordinator.core.events import GroupDeleted
 from coordinator.core.group import Check, GroupState
-from coordinator.core.handlers import consumer
+from coordinator.core.handlers import consumer, share_admin
 from coordinator.core.messages import (
     DeletedGroup,
     DeleteGroups,
@@ -36,6 +40,10 @@ from coordinator.core.messages import (
     ListGroupsResult,
 )
 from coordinator.core.records import GroupMetadataKey, OffsetCommitKey, Record
+from coordinator.core.share.records import (
+    ShareGroupMetadataKey,
+    ShareGroupTargetAssignmentMetadataKey,
+)
 from coordinator.core.state import CoreState
 
 E = ErrorCode
@@ -54,7 +62,7 @@ def describe(
             if cmd.api_version >= 6:  # KIP-1043, with Kafka's messages (GroupMetadataManager)
                 message = (
                     f"Group {gid} is not a classic group."
-                    if gid in state.consumer.groups
+                    if gid in state.consumer.groups or gid in state.share.groups
                     else f"Group {gid} not found."
                 )
                 out.append(DescribedGroup(E.group_id_not_found, gid, "Dead", "", "", (), message))
@@ -112,6 +120,12 @@ def _list(state: CoreState, cmd: ListGroups) -> ListGroupsResult:
             for gid, s in state.consumer.list_groups()
             if not states or s.value.lower() in states
         )
+    if not types or "share" in types:  # KIP-932: protocol type and group type "share"
+        listed.extend(
+            ListedGroup(gid, "share", g.state.value, "share")
+            for gid, g in state.share.groups.items()
+            if not states or g.state.value.lower() in states
+        )
     return ListGroupsResult(E.none, tuple(listed))
 
 
@@ -121,11 +135,27 @@ def delete(state: CoreState, reply_to: int, cmd: DeleteGroups, now_ms: int, fx: 
         if not state.loading and gid in state.consumer.groups:
             results.append(DeletedGroup(gid, consumer.delete(state, gid, fx)))
             continue
+        if not state.loading and gid in state.share.groups:
+            results.append(DeletedGroup(gid, _delete_share_group(state, gid, fx)))
+            continue
         error = state.admin_error(state.groups.get(gid), Check.DELETE)
         if error is None:
             remove_group(state, gid, fx)
         results.append(DeletedGroup(gid, error or E.none))
     fx.replies.append((reply_to, DeleteGroupsResult(tuple(results))))
+
+
+def _delete_share_group(state: CoreState, gid: str, fx: Effects) -> ErrorCode:
+    """KIP-932: a share group with members -> NON_EMPTY_GROUP; an Empty one is deleted with its
+    share partitions' state (Kafka deletes its share-coordinator state too)."""
+    if state.share.groups[gid].members:
+        return E.non_empty_group
+    share_admin.drop_partitions(state, fx, gid)
+    for key in (ShareGroupTargetAssignmentMetadataKey(gid), ShareGroupMetadataKey(gid)):
+        fx.records.append(Record(key, None))
+    state.share.unload_group(gid)
+    fx.events.append(GroupDeleted(gid))
+    return E.none
 
 
 def remove_group(state: CoreState, gid: str, fx: Effects) -> None:

@@ -64,8 +64,8 @@ def _group(state: CoreState, request: FetchGroup) -> FetchedGroup:
     group_id, topics = request.group_id, request.topics
     if state.loading:
         return FetchedGroup(group_id, E.coordinator_load_in_progress, ())
-    if group_id in state.share.groups:  # KIP-932: ShareGroup.validateOffsetFetch (Kafka 4.4)
-        return FetchedGroup(group_id, E.group_id_not_found, ())
+    # KIP-932: a share group's id answers as a group with no offsets (NONE, -1 per partition
+    # asked for), as Kafka 4.4 does for v7-v9, named topics or all (tests/share/test_share_admin).
     consumer_group = state.consumer.groups.get(group_id)
     if consumer_group is not None and (request.member_epoch >= 0 or request.member_id is not None):
         # Kafka 4.x's ConsumerGroup.validateOffsetFetch: a member's fetch names its epoch.

@@ -14,6 +14,7 @@ Rules:
 from __future__ import annotations
 
 from coordinator.core.effects import Effects
+from coordinator.core.events import GroupCreated, LeaveReason, MemberJoined, MemberLeft
 from coordinator.core.messages import ErrorCode
 from coordinator.core.records import Record
 from coordinator.core.share.messages import (
@@ -23,6 +24,10 @@ from coordinator.core.share.messages import (
     ShareGroupHeartbeat,
     ShareHeartbeatResponse,
     ShareResult,
+)
+from coordinator.core.share.records import (
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
 )
 from coordinator.core.state import CoreState
 
@@ -44,8 +49,13 @@ def heartbeat(
         message = f"Group {cmd.group_id} is not a share group."
         fx.replies.append((reply_to, ShareHeartbeatResponse(E.group_id_not_found, message)))
         return
+    before = state.share.groups.get(cmd.group_id)
+    known = frozenset(before.members) if before is not None else frozenset()
     result = state.share.heartbeat(cmd, now_ms)
     _apply(result, fx)
+    if before is None and result.records:
+        fx.events.append(GroupCreated(cmd.group_id))
+    _membership_events(result, known, LeaveReason.LEFT, fx)
     fx.replies.append((reply_to, result.response))
 
 
@@ -73,6 +83,24 @@ def expire(state: CoreState, now_ms: int, fx: Effects) -> None:
         return
     for result in state.share.expire(now_ms):
         _apply(result, fx)
+        _membership_events(result, None, LeaveReason.EXPIRED, fx)
+
+
+def _membership_events(
+    result: ShareResult, known: frozenset[str] | None, reason: LeaveReason, fx: Effects
+) -> None:
+    """The history's MemberJoined / MemberLeft (coordinator.serve.history), read off the
+    records: a member's metadata record for a member not `known` before is a join, its
+    tombstone a leave (`known` None: every member was known)."""
+    for r in result.records:
+        if not isinstance(r.key, ShareGroupMemberMetadataKey):
+            continue
+        gid, mid = r.key.group_id, r.key.member_id
+        if r.value is None:
+            fx.events.append(MemberLeft(gid, mid, None, reason))
+        elif known is not None and mid not in known:
+            assert isinstance(r.value, ShareGroupMemberMetadataValue)
+            fx.events.append(MemberJoined(gid, mid, None, r.value.client_id, r.value.client_host))
 
 
 def _apply(result: ShareResult, fx: Effects) -> None:

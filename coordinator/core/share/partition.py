@@ -122,6 +122,7 @@ class SharePartition:
         self._base = start_offset  # the lowest offset kept
         self._changes: dict[int, _Rec] = {}
         self._start_before = start_offset
+        self.expired_locks = 0  # acquisition locks that timed out (a metric, not persisted)
 
     @property
     def start_offset(self) -> int:
@@ -397,6 +398,7 @@ class SharePartition:
         self._begin()
         while self._heap and self._heap[0][0] <= now_ms:
             _, token = heapq.heappop(self._heap)
+            self.expired_locks += token in self._lock_live
             for first, last in self._lock_ranges.get(token, ()):
                 for offset in range(first, last + 1):
                     rec = self._recs.get(offset)
