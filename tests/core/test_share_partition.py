@@ -62,6 +62,26 @@ def test_max_records_is_soft_in_batch_optimized_mode_and_exact_in_record_limit_m
     assert q.next_fetch_offset() == 3
 
 
+def test_a_batch_larger_than_max_records_is_split_only_in_record_limit_mode() -> None:
+    # Kafka 4.4 (kafka_2.13-4.4.0.jar, SharePartition.acquireNewBatchRecords / createBatches):
+    # batch_optimized stops at the end of the fetched batch holding offset first+max-1, so a
+    # 5,000-record batch goes whole to one member and nothing is left for a second one;
+    # record_limit cuts at exactly max records and the next member gets the next part.
+    whole = [(0, 4999)]
+    p = part()
+    assert ranges(p, "m1", whole, max_records=500) == [(0, 4999, 1)]
+    assert p.next_fetch_offset() == 5000
+    assert ranges(p, "m2", whole, max_records=500) == []
+    q = part()
+    limit = AcquireMode.RECORD_LIMIT
+    assert ranges(q, "m1", whole, max_records=500, mode=limit) == [(0, 499, 1)]
+    assert q.next_fetch_offset() == 500
+    got = ranges(q, "m2", whole, max_records=500, mode=limit, fetch_offset=500)
+    assert got == [(500, 999, 1)]
+    assert q.record(999) == (RecordState.ACQUIRED, 1, "m2")
+    assert q.record(1000) is None
+
+
 def test_batch_size_splits_new_records_at_fetched_batch_boundaries() -> None:
     p = part()
     got = ranges(p, "m1", [(0, 4), (5, 9), (10, 14), (15, 19)], batch_size=10)

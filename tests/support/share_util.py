@@ -112,13 +112,18 @@ def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> No
     admin.incremental_alter_configs([resource], request_timeout=15)[resource].result(30)
 
 
-def produce_numbered(bootstrap: str, topic: str, count: int, partition: int = 0) -> None:
+def produce_numbered(bootstrap: str, topic: str, count: int, partition: int = 0,
+                     batch_records: int | None = None) -> None:
     """`count` records key = value = "k-<i>" into one partition (offsets 0..count-1 on a fresh
-    topic), acks=all; confluent's producer, so 10,000 take well under a second."""
+    topic), acks=all; confluent's producer, so 10,000 take well under a second. It writes record
+    batches of up to 10,000 records unless `batch_records` caps them (batch.num.messages)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "log_level": 3})
+    conf: dict[str, str | int] = {"bootstrap.servers": bootstrap, "acks": "all",
+                                  "linger.ms": 5, "log_level": 3}
+    if batch_records is not None:
+        conf["batch.num.messages"] = batch_records
+    producer = Producer(conf)
     for i in range(count):
         key = f"k-{i}".encode()
         producer.produce(topic, key=key, value=key, partition=partition)
