@@ -20,16 +20,12 @@ def real(args: list[str], env: dict[str, str] | None = None) -> subprocess.Compl
                           env=dict(os.environ, **(env or {})))  # fmt: skip
 
 
-def test_a_forked_run_answers_as_python_m_does(tmp_path: Path) -> None:
+def test_a_forked_run_answers_as_python_m_does() -> None:
     closed = f"127.0.0.1:{free_port()}"
-    bad_toml = tmp_path / "bad.toml"
-    bad_toml.write_text("no_such_key = 1\n")
     cases: list[tuple[list[str], dict[str, str] | None]] = [
         (["groups", "--help"], None),  # exit 0, usage on stdout
         (["nosuch"], None),  # argparse: exit 2, usage on stderr
-        (["groups", "list", "--bootstrap-server", "nohost"], None),
         (["groups", "list", "--bootstrap-server", closed, "--timeout-ms", "500"], None),
-        (["serve", "--config", str(bad_toml)], None),  # a bad file: exit 2, named
         (["serve", "--listen", "x"], {"GROUPCOORD_SESSION_TIMEOUT_MIN_MS": "oops"}),  # env read
     ]
     for args, env in cases:
