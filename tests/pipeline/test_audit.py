@@ -34,15 +34,13 @@ from tests.support.realclients import (
 pyspark = pytest.importorskip("pyspark")
 
 from pipeline import audit  # noqa: E402  (needs pyspark)
-from tests.support.spark_cluster import shutdown_spark_gateway  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     session = audit.spark_session("local[2]", {"spark.sql.shuffle.partitions": "2"})
     yield session
-    session.stop()
-    shutdown_spark_gateway()
+    session.stop()  # the JVM stays for the package's next session (tests/pipeline/conftest.py)
 
 
 def tables(spark: Any, paths: list[str], **filters: Any) -> dict[str, list[dict[str, Any]]]:

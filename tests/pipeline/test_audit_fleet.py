@@ -27,7 +27,6 @@ import os
 import signal
 import time
 import urllib.request
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,7 @@ from storage.history_log import HistoryLog
 from tests.sidecar.test_fleet import fleet_doc, owner_of, settled
 from tests.support import realclients as rc
 from tests.support.sidecar_util import Sidecar, Stack, Upstream, create_topic, stack, upstream
-from tests.support.spark_cluster import StandaloneCluster, shutdown_spark_gateway
+from tests.support.spark_cluster import StandaloneCluster
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -54,12 +53,6 @@ KIND = "confluent"
 GROUP, TOPIC = "spread", "orders"
 TABLES = ("events", "rebalances", "member_sessions", "group_daily")
 GENERATION = [name for name, _ in COLUMNS].index("generation_id")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _end_spark() -> Iterator[None]:
-    yield
-    shutdown_spark_gateway()  # the audits' JVM: the rest of the suite gets the memory back
 
 
 def group_doc(s: Sidecar, group: str) -> dict[str, Any]:

@@ -20,6 +20,9 @@ def test_a_session_starts_quietly(capfd: pytest.CaptureFixture[str]) -> None:
 
     if SparkContext._active_spark_context is not None:  # another module's session: not a start
         pytest.skip("a Spark session is already running in this process")
+    # The package's driver JVM, kept up between sessions (conftest.py), ends first: this session
+    # starts a JVM, which is what prints the start-up chatter.
+    shutdown_spark_gateway()
     session: Any = audit.spark_session("local[1]", {"spark.sql.shuffle.partitions": "1"})
     try:
         assert session.range(3).count() == 3

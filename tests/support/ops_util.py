@@ -10,7 +10,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import wire
+from tests.support import cli_zygote
 from tests.support import realclients as rc
 from tests.support.durability_util import RawConn
 
@@ -110,12 +110,9 @@ def start(
 def groupcoord_cli(
     *args: str, timeout: float = 30, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run `groupcoord ARGS` through the console script's module, capturing output."""
-    return subprocess.run(
-        [sys.executable, "-m", "coordinator.cli", *args],
-        check=False, capture_output=True, text=True, timeout=timeout, cwd=REPO,
-        env=dict(os.environ, **(env or {})),
-    )  # fmt: skip
+    """Run `groupcoord ARGS` through the console script's module, capturing output: a process of
+    its own, forked from one that imported coordinator.cli once (tests/support/cli_zygote.py)."""
+    return cli_zygote.run_cli(list(args), REPO, timeout, env)
 
 
 # ------------------------------------------------------------------- a raw classic-group member
