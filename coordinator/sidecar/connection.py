@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from coordinator.broker.security_admin import SECURITY_ADMIN_APIS
 from coordinator.security.acl import ANONYMOUS
-from coordinator.serve import trace
+from coordinator.serve import group_config_adapters, trace
 from coordinator.serve.secure import tls_principal
 from coordinator.serve.server import Connection
 from coordinator.sidecar import refresh as sidecar_signal
@@ -81,6 +81,7 @@ _WHOLE: Final = (
     | TXN_OBSERVED  # coordinator.sidecar.txn
     | {WRITE_TXN_MARKERS}  # from a fleet member: an outcome notice (coordinator.sidecar.txn)
     | SHARE_APIS  # coordinator.sidecar.share_fetch
+    | apis.GROUP_CONFIG_APIS  # answered here when they name GROUP resources only
 )
 _GROUP_KEY: Final = 0
 _TXN: Final = TXN_OBSERVED | {TXN_OFFSET_COMMIT}
@@ -91,6 +92,16 @@ _TXN: Final = TXN_OBSERVED | {TXN_OFFSET_COMMIT}
 _GROUP_ROUTED: Final = apis.GROUP_APIS | apis.CONSUMER_GROUP_APIS | apis.SHARE_GROUP_APIS
 _PAUSED_UPSTREAM: Final = 1  # reasons a client connection's reading is paused (bit mask)
 _PAUSED_PENDING: Final = 2
+
+
+def _only_groups(frame: bytes) -> bool:
+    """A DescribeConfigs / IncrementalAlterConfigs naming GROUP resources only; one this codec
+    cannot read goes upstream, which answers or closes."""
+    try:
+        _, request = codec.decode_request(frame[4:])
+    except codec.DecodeError:
+        return False
+    return group_config_adapters.only_groups(request)
 
 
 class Sidecar(Protocol):
@@ -276,6 +287,14 @@ class SidecarConnection(asyncio.Protocol):
             self._api_versions(frame)
         elif api_key == FIND_COORDINATOR:
             self._find_coordinator(frame, version, correlation_id)
+        elif api_key in apis.GROUP_CONFIG_APIS and _only_groups(frame):
+            # DescribeConfigs / IncrementalAlterConfigs naming GROUP resources only: the group
+            # configs live here (coordinator.core.handlers.group_configs), routed like a group
+            # API. A request that names a topic or the broker too goes upstream whole: the
+            # upstream answers its GROUP resources (Kafka with configs this sidecar never reads).
+            slot = Slot(self)
+            self._slots.append(slot)
+            self._held.run(api_key, frame, partial(self._group, slot, frame))
         elif api_key in self._sidecar.answered_here:
             slot = Slot(self)
             self._slots.append(slot)

@@ -361,6 +361,10 @@ class ShareGroupCoordinator:
             return self.config.session_timeout_ms
         return self.config.heartbeat_interval_ms
 
+    def auto_offset_reset(self, group_id: str) -> str:
+        """The group's share.auto.offset.reset (Kafka's default: latest)."""
+        return self.group_configs.get(group_id, {}).get("share.auto.offset.reset", "latest")
+
     def replay_group_config(self, key: GroupConfigKey, value: GroupConfigValue | None) -> None:
         """A group's config record: what it sets now (None: nothing). Live share partitions take
         the new lock duration and delivery count limit at once (for new acquisitions)."""

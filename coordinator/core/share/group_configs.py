@@ -48,6 +48,7 @@ __all__ = [
     "encode_key",
     "encode_value",
     "partition_config",
+    "reset_timestamp",
     "validate",
 ]
 
@@ -55,7 +56,9 @@ GROUP_CONFIG_TYPE: Final = 105
 _PREFIX: Final = struct.pack(">h", GROUP_CONFIG_TYPE)
 _VERSION: Final = 0
 _INT_MAX: Final = 2**31 - 1
-_DURATION = re.compile(r"^P(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?$")
+_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+EARLIEST: Final = -2  # ListOffsets' timestamps
+LATEST: Final = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +196,21 @@ def partition_config(
     if "share.renew.acknowledge.enable" in configs:
         changes["renew_enabled"] = configs["share.renew.acknowledge.enable"].lower() == "true"
     return replace(base, **changes) if changes else None  # type: ignore[arg-type]
+
+
+def reset_timestamp(policy: str, wall_ms: int) -> int:
+    """ListOffsets' timestamp for a share partition's start under share.auto.offset.reset:
+    EARLIEST, LATEST, or for by_duration:<ISO 8601 duration> the wall clock that long ago (where
+    no record is that recent, Kafka starts at the latest offset: the caller's fallback)."""
+    word = policy.strip().lower()
+    if word == "earliest":
+        return EARLIEST
+    match = _DURATION.match(policy.strip()[len("by_duration:") :])
+    if not word.startswith("by_duration:") or match is None:
+        return LATEST
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    duration_ms = int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+    return max(0, wall_ms - duration_ms)
 
 
 # -- the record ------------------------------------------------------------------------------------
