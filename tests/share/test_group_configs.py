@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.core.share.group_configs import CONFIG_DEFS
 from tests.support.kafka import unique
+from tests.support.realclients import wait_until
 from tests.support.sidecar_util import RawClient, kio
 
 E = ErrorCode
@@ -112,3 +113,71 @@ async def test_group_configs_answer_as_kafka(kafka: Any, server: Callable[..., A
     differ = [f"step {i}\n groupcoord: {have}\n Kafka 4.4:  {want}"
               for i, (have, want) in enumerate(zip(got, expected, strict=True)) if have != want]
     assert not differ, "\n".join(differ)
+
+
+async def test_group_configs_survive_a_restart(server: Callable[..., Any]) -> None:
+    """A change is a record: a kill -9 keeps exactly what was answered (a DELETE included), and
+    validate_only wrote nothing."""
+    broker = server()
+    client = await RawClient.connect(broker.port)
+    ok = [(0, None, GROUP)]
+    assert altered(await client.call(alter("g", ("share.delivery.count.limit", SET, "2"),
+                                           ("share.record.lock.duration.ms", SET, "2000")))) == ok
+    assert altered(await client.call(alter("g", ("share.record.lock.duration.ms", DELETE, None),
+                                           ("share.isolation.level", SET, "read_committed")))) == ok
+    assert altered(await client.call(alter("h", ("share.delivery.count.limit", SET, "3"),
+                                           validate_only=True))) == ok
+    before = described(await client.call(describe("g"))) + described(
+        await client.call(describe("h")))
+    client.close()
+    broker.stop()  # SIGKILL
+    restarted = server(extra=["--data-dir", str(broker.data_dir)])
+    client = await RawClient.connect(restarted.port)
+
+    async def loaded() -> list[Any] | None:  # COORDINATOR_LOAD_IN_PROGRESS until then
+        got = described(await client.call(describe("g"))) + described(
+            await client.call(describe("h")))
+        return None if any(r[0] == E.coordinator_load_in_progress for r in got) else got
+
+    after = await wait_until(loaded, 30, "the restarted server to load")
+    client.close()
+    assert after == before
+    set_here = {(name, value) for _, _, _, entries in after for name, value, source, *_ in entries
+                if source == 8}
+    assert set_here == {("share.delivery.count.limit", "2"),
+                        ("share.isolation.level", "read_committed")}
+
+
+def test_confluent_admin_client_sets_and_reads_group_configs(server: Callable[..., Any]) -> None:
+    """confluent's AdminClient (librdkafka) on ResourceType.GROUP: incremental_alter_configs, then
+    describe_configs sees the group's value as DYNAMIC_GROUP_CONFIG and the rest as defaults; a
+    bad value fails the resource's future with INVALID_CONFIG."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+        ResourceType,
+    )
+
+    from tests.support import share_util as su
+
+    broker = server()
+    bootstrap = f"127.0.0.1:{broker.port}"
+    su.set_group_configs(bootstrap, "ag", {"share.record.lock.duration.ms": "2500"})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    resource = ConfigResource(ResourceType.GROUP, "ag")
+    configs = admin.describe_configs([resource], request_timeout=15)[resource].result(30)
+    lock = configs["share.record.lock.duration.ms"]
+    assert (lock.value, lock.source) == ("2500", ConfigSource.GROUP_CONFIG.value)
+    limit = configs["share.delivery.count.limit"]
+    assert (limit.value, limit.source) == ("5", ConfigSource.DEFAULT_CONFIG.value)
+    bad = ConfigResource(ResourceType.GROUP, "ag", incremental_configs=[
+        ConfigEntry("share.delivery.count.limit", "42",
+                    incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as refused:
+        admin.incremental_alter_configs([bad], request_timeout=15)[bad].result(30)
+    assert refused.value.args[0].code() == E.invalid_config
+    assert "2 to 10" in refused.value.args[0].str()

@@ -11,6 +11,8 @@ Rules:
   group's whole config after the change is validated (INVALID_CONFIG with GroupConfig's words);
   validate_only answers without writing. A change is one record, replayed at once and durable
   before the answer leaves.
+- While the core loads: COORDINATOR_LOAD_IN_PROGRESS per GROUP resource (Kafka reads group
+  configs from its metadata image, which is never loading; groupcoord's are in the group log).
 - Other resource types: groupcoord keeps no topic or broker configs; standalone refuses them
   with INVALID_REQUEST (a sidecar sends them upstream and never here).
 """
@@ -63,6 +65,9 @@ def describe(
         if rtype != GROUP_RESOURCE:
             results.append(DescribedResource(rtype, name, E.invalid_request, _NOT_HERE))
             continue
+        if state.loading:  # its record may not be replayed yet (Kafka's are in its metadata)
+            results.append(DescribedResource(rtype, name, E.coordinator_load_in_progress))
+            continue
         if not name:  # Kafka: ConfigResource with an empty group name
             results.append(
                 DescribedResource(rtype, name, E.invalid_request, "Group name must not be empty")
@@ -112,6 +117,8 @@ def _alter_one(
 ) -> tuple[ErrorCode, str | None]:
     if r.resource_type != GROUP_RESOURCE:
         return E.invalid_request, _NOT_HERE
+    if state.loading:  # validated against what is not replayed yet, a change would lose it
+        return E.coordinator_load_in_progress, None
     if not r.resource_name:  # ControllerConfigurationValidator's words
         return E.invalid_request, "Default group resources are not allowed."
     names = [name for name, _, _ in r.configs]
