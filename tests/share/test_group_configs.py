@@ -19,7 +19,16 @@ from kio.schema.errors import ErrorCode
 from coordinator.core.share.group_configs import CONFIG_DEFS
 from tests.support.kafka import unique
 from tests.support.realclients import wait_until
-from tests.support.sidecar_util import RawClient, kio
+from tests.support.sidecar_util import (
+    RawClient,
+    Stack,
+    Upstream,
+    create_topic,
+    kio,
+    upstream,
+)
+
+__all__ = ["upstream"]  # the fixture
 
 E = ErrorCode
 GROUP = 32
@@ -181,3 +190,36 @@ def test_confluent_admin_client_sets_and_reads_group_configs(server: Callable[..
         admin.incremental_alter_configs([bad], request_timeout=15)[bad].result(30)
     assert refused.value.args[0].code() == E.invalid_config
     assert "2 to 10" in refused.value.args[0].str()
+
+
+@pytest.mark.timeout(180)
+async def test_a_sidecar_keeps_group_configs_itself(stack: Stack, upstream: Upstream) -> None:
+    """Through a sidecar, GROUP-only requests are answered by it (the upstream never sees the
+    config: Kafka describes its default); a request naming a topic too goes upstream whole, so
+    its GROUP resource is the upstream's (the documented limitation)."""
+    sidecar = stack.sidecar(upstream.bootstrap)
+    group, topic = upstream.name("gc-side"), upstream.name("gc-topic")
+    await create_topic(upstream.bootstrap, topic, 1)
+    client = await RawClient.connect(sidecar.port)
+    try:
+        ok = [(0, None, GROUP)]
+        assert altered(await client.call(alter(group, ("share.delivery.count.limit", SET, "3")))
+                       ) == ok
+        [(error, _, _, entries)] = described(await client.call(
+            describe(group, ("share.delivery.count.limit",))))
+        assert (error, [e[:3] for e in entries]) == (0, [("share.delivery.count.limit", "3", 8)])
+        if upstream.kind != "kafka":
+            return  # tansu answers no GROUP configs of its own to compare with
+        mixed = kio(32, 4, "DescribeConfigsRequest", resources=(
+            kio(32, 4, "DescribeConfigsResource", resource_type=GROUP, resource_name=group,
+                configuration_keys=("share.delivery.count.limit",)),
+            kio(32, 4, "DescribeConfigsResource", resource_type=2, resource_name=topic,
+                configuration_keys=("cleanup.policy",))),
+            include_synonyms=False, include_documentation=False)
+        answer = await client.call(mixed)
+        assert [(int(r.resource_type), r.resource_name, int(r.error_code), [
+            (c.name, c.value) for c in r.configs]) for r in answer.results] == [
+            (GROUP, group, 0, [("share.delivery.count.limit", "5")]),  # Kafka's, not ours
+            (2, topic, 0, [("cleanup.policy", "delete")])]
+    finally:
+        client.close()
