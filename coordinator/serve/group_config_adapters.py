@@ -3,8 +3,8 @@ v1-v4) and IncrementalAlterConfigs (API 44, v0-v1), Kafka 4.4's versions, for GR
 (coordinator.core.handlers.group_configs).
 
 coordinator.serve.adapters registers these beside the other group APIs' converters, so the server
-routes 32 and 44 into the core, through the runtime (persist, then reply). A sidecar sends a
-request here only when all its resources are GROUP ones (`only_groups`); the rest go upstream.
+routes 32 and 44 into the core, through the runtime (persist, then reply). A sidecar sends only
+GROUP resources here: a request naming others too is split (coordinator.sidecar.config_split).
 
 Invariants: answers keep the request's resource order; DescribeConfigs v3+ carries the config
 type and documentation (null: groupcoord has no docs to give); pure, no I/O.
