@@ -57,3 +57,19 @@ def test_replay_applies_and_a_tombstone_forgets() -> None:
     ("by_duration:P1DT0.5S", 0), ("by_duration:PT1.5S", 10_000_000 - 1_500)])
 def test_reset_timestamp(policy: str, expected: int) -> None:
     assert gc.reset_timestamp(policy, 10_000_000) == expected
+
+
+def test_heartbeat_interval_and_session_timeout_are_the_groups() -> None:
+    from coordinator.core.share.messages import ShareGroupHeartbeat
+
+    core = GroupCoordinator(CoordinatorConfig(), TopicCatalog(), lambda prefix: f"{prefix}-1")
+    share = core.state.share
+    core.replay(Record(GroupConfigKey("g"), GroupConfigValue((
+        ("share.heartbeat.interval.ms", "1500"), ("share.session.timeout.ms", "4000")))))
+    joined = share.heartbeat(ShareGroupHeartbeat("g", "m1", 0, None, ("t",)), 1000)
+    assert joined.response.heartbeat_interval_ms == 1500
+    other = share.heartbeat(ShareGroupHeartbeat("h", "m2", 0, None, ("t",)), 1000)
+    assert other.response.heartbeat_interval_ms == CoordinatorConfig().share_heartbeat_interval_ms
+    share.expire(1000 + 4000)  # the group's session timeout, not the broker's 45 s
+    assert "m1" not in share.groups["g"].members
+    assert "m2" in share.groups["h"].members
