@@ -36,13 +36,16 @@ __all__ = [
     "DELETE_SHARE_GROUP_OFFSETS",
     "DELETE_TOPICS",
     "DESCRIBE_ACLS",
+    "DESCRIBE_CONFIGS",
     "DESCRIBE_GROUPS",
     "DESCRIBE_SHARE_GROUP_OFFSETS",
     "DESCRIBE_USER_SCRAM_CREDENTIALS",
     "FETCH",
     "FIND_COORDINATOR",
     "GROUP_APIS",
+    "GROUP_CONFIG_APIS",
     "HEARTBEAT",
+    "INCREMENTAL_ALTER_CONFIGS",
     "JOIN_GROUP",
     "LEAVE_GROUP",
     "LIST_GROUPS",
@@ -101,6 +104,8 @@ SHARE_GROUP_DESCRIBE: Final = 77
 DESCRIBE_SHARE_GROUP_OFFSETS: Final = 90
 ALTER_SHARE_GROUP_OFFSETS: Final = 91
 DELETE_SHARE_GROUP_OFFSETS: Final = 92
+DESCRIBE_CONFIGS: Final = 32
+INCREMENTAL_ALTER_CONFIGS: Final = 44
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +174,11 @@ API_TABLE: Final[tuple[ApiSpec, ...]] = (
     ApiSpec(DESCRIBE_SHARE_GROUP_OFFSETS, "describe_share_group_offsets", 0, 1, 0),
     ApiSpec(ALTER_SHARE_GROUP_OFFSETS, "alter_share_group_offsets", 0, 0, 0),
     ApiSpec(DELETE_SHARE_GROUP_OFFSETS, "delete_share_group_offsets", 0, 0, 0),
+    # The GROUP config resource (KIP-848/932's group configs): Kafka 4.4's ranges (DescribeConfigs
+    # v0 went with KIP-896). Answered for GROUP resources only (coordinator.core.handlers.
+    # group_configs); a sidecar sends requests naming other resources upstream.
+    ApiSpec(DESCRIBE_CONFIGS, "describe_configs", 1, 4, 4),
+    ApiSpec(INCREMENTAL_ALTER_CONFIGS, "incremental_alter_configs", 0, 1, 1),
 )
 
 # The classic-group APIs, answered by the coordinator core through coordinator.serve.adapters.
@@ -204,6 +214,10 @@ SHARE_GROUP_APIS: Final = frozenset(
         DELETE_SHARE_GROUP_OFFSETS,
     }
 )
+
+# DescribeConfigs and IncrementalAlterConfigs: answered by the core for GROUP resources, routed by
+# group id like the group APIs; a sidecar answers only requests naming GROUP resources alone.
+GROUP_CONFIG_APIS: Final = frozenset({DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS})
 
 APIS: Final[Mapping[int, ApiSpec]] = MappingProxyType({spec.api_key: spec for spec in API_TABLE})
 

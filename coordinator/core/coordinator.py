@@ -41,6 +41,7 @@ from coordinator.core.effects import AnyCommand, CoordinatorConfig, Effects, Mem
 from coordinator.core.group import ClassicGroup, GroupSnapshot
 from coordinator.core.handlers import (
     consumer,
+    group_configs,
     groups,
     heartbeat,
     join,
@@ -80,6 +81,7 @@ from coordinator.core.share.admin_messages import (
     DeleteShareGroupOffsets,
     DescribeShareGroupOffsets,
 )
+from coordinator.core.share.config_messages import AlterGroupConfigs, DescribeGroupConfigs
 from coordinator.core.share.coordinator import ShareGroupCoordinator
 from coordinator.core.share.messages import ShareGroupDescribe, ShareGroupHeartbeat
 from coordinator.core.state import CoreState
@@ -114,6 +116,9 @@ HANDLERS: dict[type, Handler] = {
     DescribeShareGroupOffsets: share_admin.describe,
     AlterShareGroupOffsets: share_admin.alter,
     DeleteShareGroupOffsets: share_admin.delete,
+    # Group configs (KIP-848/932's GROUP config resource), core.handlers.group_configs.
+    DescribeGroupConfigs: group_configs.describe,
+    AlterGroupConfigs: group_configs.alter,
 }
 
 

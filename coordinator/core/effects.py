@@ -28,6 +28,12 @@ from coordinator.core.share.admin_messages import (
     DescribeShareGroupOffsets,
     DescribeShareGroupOffsetsResult,
 )
+from coordinator.core.share.config_messages import (
+    AlterGroupConfigs,
+    AlterGroupConfigsResult,
+    DescribeGroupConfigs,
+    DescribeGroupConfigsResult,
+)
 from coordinator.core.share.messages import (
     ShareGroupDescribe,
     ShareGroupDescribeResult,
@@ -49,6 +55,8 @@ AnyCommand = (
     | DescribeShareGroupOffsets  # KIP-932's offset admin APIs (core.handlers.share_admin)
     | AlterShareGroupOffsets
     | DeleteShareGroupOffsets
+    | DescribeGroupConfigs  # the GROUP config resource (core.handlers.group_configs)
+    | AlterGroupConfigs
 )
 AnyResult = (
     Result
@@ -59,6 +67,8 @@ AnyResult = (
     | DescribeShareGroupOffsetsResult
     | AlterShareGroupOffsetsResult
     | DeleteShareGroupOffsetsResult
+    | DescribeGroupConfigsResult
+    | AlterGroupConfigsResult
 )
 
 

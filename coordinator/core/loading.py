@@ -46,6 +46,7 @@ from coordinator.core.records import (
     TxnOffsetKey,
     TxnOffsetValue,
 )
+from coordinator.core.share.group_configs import GroupConfigKey, GroupConfigValue
 from coordinator.core.share.messages import ShareRecord
 from coordinator.core.share.records import RECORD_TYPES as SHARE_KEY_TYPES
 from coordinator.core.share.state_records import SharePartitionStateKey, SharePartitionStateValue
@@ -85,6 +86,10 @@ def replay(state: CoreState, record: Record) -> None:
     if isinstance(key, SharePartitionStateKey):  # KIP-932: a share partition's state
         assert record.value is None or isinstance(record.value, SharePartitionStateValue)
         state.share.replay_partition(key, record.value)
+        return
+    if isinstance(key, GroupConfigKey):  # a group's configs (core.share.group_configs)
+        assert record.value is None or isinstance(record.value, GroupConfigValue)
+        state.share.replay_group_config(key, record.value)
         return
     if isinstance(key, OffsetCommitKey):
         if record.value is None:

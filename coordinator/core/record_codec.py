@@ -12,6 +12,7 @@ Key   = int16 record type, then the key fields (Kafka's v0, non-flexible layout)
         103 TxnOffset (groupcoord's own, issue 29): group string, topic string, partition
             int32, producer id int64, seq int64
         104 SharePartitionState (groupcoord's own, KIP-932): coordinator.core.share.state_records
+        105 GroupConfig (groupcoord's own): a group's configs, coordinator.core.share.group_configs
         3-8, 16 the KIP-848 consumer-group records (issue 23), Kafka's keys and flexible v0
             values byte for byte: coordinator.core.consumer.codec.
         10-14 the KIP-932 share-group records, the same way: coordinator.core.share.records.
@@ -88,8 +89,9 @@ from coordinator.core.records import (
     TxnOffsetKey,
     TxnOffsetValue,
 )
+from coordinator.core.share import group_configs, state_records
 from coordinator.core.share import records as share_codec
-from coordinator.core.share import state_records
+from coordinator.core.share.group_configs import GroupConfigKey, GroupConfigValue
 from coordinator.core.share.state_records import SharePartitionStateKey, SharePartitionStateValue
 
 LEGACY_OFFSET_COMMIT_TYPE = 0
@@ -151,6 +153,8 @@ def encode_key(key: RecordKey) -> bytes:
         return share_codec.encode_key(key)
     if type(key) is SharePartitionStateKey:
         return state_records.encode_key(key)
+    if type(key) is GroupConfigKey:
+        return group_configs.encode_key(key)
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -180,6 +184,8 @@ def encode_value(value: RecordValue) -> bytes:
         return share_codec.encode_value(value)
     if type(value) is SharePartitionStateValue:
         return state_records.encode_value(value)
+    if type(value) is GroupConfigValue:
+        return group_configs.encode_value(value)
     raise TypeError(f"not a record value: {value!r}")
 
 
@@ -281,6 +287,8 @@ def decode_key(key: bytes) -> RecordKey | None:
             raise RecordDecodeError(str(e)) from e
     elif t == state_records.SHARE_PARTITION_STATE_TYPE:  # KIP-932 share partitions' state
         return state_records.decode_key(key)
+    elif t == group_configs.GROUP_CONFIG_TYPE:  # a group's configs
+        return group_configs.decode_key(key)
     else:
         return None
     r.done()
@@ -419,6 +427,8 @@ def decode_record(key: bytes, value: bytes | None) -> Record | None:
             raise RecordDecodeError(str(e)) from e
     if type(k) is SharePartitionStateKey:
         return Record(k, state_records.decode_value(value))
+    if type(k) is GroupConfigKey:
+        return Record(k, group_configs.decode_value(value))
     return Record(k, decode_group_value(value))
 
 

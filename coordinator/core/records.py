@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coordinator.core.consumer.records import ConsumerGroupKey, ConsumerGroupValue
+from coordinator.core.share.group_configs import GroupConfigKey, GroupConfigValue
 from coordinator.core.share.records import ShareGroupKey, ShareGroupValue
 from coordinator.core.share.state_records import SharePartitionStateKey, SharePartitionStateValue
 from protocol.frozen import fast_init
@@ -158,6 +159,7 @@ RecordKey = (
     | ConsumerGroupKey
     | ShareGroupKey
     | SharePartitionStateKey
+    | GroupConfigKey
 )
 RecordValue = (
     GroupMetadataValue
@@ -169,6 +171,7 @@ RecordValue = (
     | ConsumerGroupValue
     | ShareGroupValue
     | SharePartitionStateValue
+    | GroupConfigValue
 )
 
 

@@ -36,6 +36,7 @@ from kio.static.primitive import i32Timedelta
 from coordinator.core import messages as m
 from coordinator.core.effects import AnyCommand, AnyResult
 from coordinator.serve import consumer_adapters, share_adapters
+from coordinator.serve import group_config_adapters as group_configs
 from coordinator.serve import share_admin_adapters as share_admin
 from protocol import apis, codec, fastpath
 from protocol.apis import (
@@ -75,6 +76,7 @@ COMMAND_TYPES: Final = (
     *consumer_adapters.COMMAND_TYPES,  # KIP-848
     *share_adapters.COMMAND_TYPES,  # KIP-932
     *share_admin.COMMAND_TYPES,  # KIP-932's offset admin APIs (90-92)
+    *group_configs.COMMAND_TYPES,  # DescribeConfigs / IncrementalAlterConfigs on GROUP (32, 44)
 )
 
 _request_module = apis.request_module
@@ -266,6 +268,7 @@ _TO_COMMAND: Final[dict[int, Callable[[RequestHeader, Any, str], object]]] = {
     **consumer_adapters.TO_COMMAND,  # KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe
     **share_adapters.TO_COMMAND,  # KIP-932: ShareGroupHeartbeat, ShareGroupDescribe
     **share_admin.TO_COMMAND,  # KIP-932: Describe/Alter/DeleteShareGroupOffsets
+    **group_configs.TO_COMMAND,  # the GROUP config resource: DescribeConfigs (32), 44
 }
 
 
@@ -549,6 +552,7 @@ _TO_RESPONSE: Final[dict[type, tuple[int, Callable[[int, Any], object]]]] = {
     **consumer_adapters.TO_RESPONSE,
     **share_adapters.TO_RESPONSE,
     **share_admin.TO_RESPONSE,
+    **group_configs.TO_RESPONSE,
 }
 
 
@@ -594,6 +598,8 @@ def _error_result(header: RequestHeader, r: Any, error: ErrorCode) -> AnyResult:
             return share_admin.error_result(header, r, error)
         case apis.DELETE_SHARE_GROUP_OFFSETS:
             return share_admin.error_result(header, r, error)
+        case apis.DESCRIBE_CONFIGS | apis.INCREMENTAL_ALTER_CONFIGS:
+            return group_configs.error_result(header, r, error)
         case apis.JOIN_GROUP:  # JoinGroup: echo the member id so a known member keeps it
             return m.JoinGroupResult(error=error, member_id=r.member_id)
         case apis.SYNC_GROUP:

@@ -490,6 +490,19 @@ def _share_group_heartbeat(header: RequestHeader, request: Any, may: May) -> Pla
     return Plan(request)
 
 
+def _group_configs(operation: Operation) -> Handler:
+    """DescribeConfigs / IncrementalAlterConfigs on GROUP resources: DESCRIBE_CONFIGS or
+    ALTER_CONFIGS on each group. Kafka answers each denied resource GROUP_AUTHORIZATION_FAILED;
+    here one denied group refuses the whole request with it (a simplification)."""
+
+    def handler(header: RequestHeader, request: Any, may: May) -> Plan:
+        if all(may(operation, GROUP, r.resource_name) for r in request.resources):
+            return Plan(request)
+        return _group_denied()
+
+    return handler
+
+
 _NO_DATA = {
     "high_watermark": -1,
     "last_stable_offset": -1,
@@ -509,6 +522,8 @@ _HANDLERS: dict[int, Handler] = {
     apis.SHARE_GROUP_HEARTBEAT: _share_group_heartbeat,
     apis.SHARE_GROUP_DESCRIBE: _describe("group_ids"),
     apis.LIST_GROUPS: _list_groups,
+    apis.DESCRIBE_CONFIGS: _group_configs(Operation.DESCRIBE_CONFIGS),
+    apis.INCREMENTAL_ALTER_CONFIGS: _group_configs(Operation.ALTER_CONFIGS),
     apis.DELETE_GROUPS: _delete_groups,
     apis.FIND_COORDINATOR: _find_coordinator,
     apis.METADATA: _metadata,

@@ -636,7 +636,9 @@ class Server:
         is derived from): advertised == routed, checked here and by a test."""
         routes: dict[int, Route] = dict.fromkeys(apis.GROUP_APIS, self._group_api)
         routes.update(dict.fromkeys(apis.CONSUMER_GROUP_APIS, self._group_api))  # KIP-848
-        routes.update(dict.fromkeys(apis.SHARE_GROUP_APIS, self._group_api))  # KIP-932
+        routes.update(
+            dict.fromkeys(apis.SHARE_GROUP_APIS | apis.GROUP_CONFIG_APIS, self._group_api)
+        )
         routes.update(dict.fromkeys(TOPIC_ADMIN_APIS, self._topic_admin))
         routes[apis.API_VERSIONS] = self._api_versions
         routes[apis.METADATA] = self._metadata

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from coordinator.broker.security_admin import SECURITY_ADMIN_APIS
 from coordinator.security.acl import ANONYMOUS
-from coordinator.serve import trace
+from coordinator.serve import group_config_adapters, trace
 from coordinator.serve.secure import tls_principal
 from coordinator.serve.server import Connection
+from coordinator.sidecar import config_split, rewrite
 from coordinator.sidecar import refresh as sidecar_signal
-from coordinator.sidecar import rewrite
 from coordinator.sidecar.forward import Router
 from coordinator.sidecar.rewrite import (
     API_VERSIONS,
@@ -81,6 +81,7 @@ _WHOLE: Final = (
     | TXN_OBSERVED  # coordinator.sidecar.txn
     | {WRITE_TXN_MARKERS}  # from a fleet member: an outcome notice (coordinator.sidecar.txn)
     | SHARE_APIS  # coordinator.sidecar.share_fetch
+    | apis.GROUP_CONFIG_APIS  # answered here when they name GROUP resources only
 )
 _GROUP_KEY: Final = 0
 _TXN: Final = TXN_OBSERVED | {TXN_OFFSET_COMMIT}
@@ -91,6 +92,16 @@ _TXN: Final = TXN_OBSERVED | {TXN_OFFSET_COMMIT}
 _GROUP_ROUTED: Final = apis.GROUP_APIS | apis.CONSUMER_GROUP_APIS | apis.SHARE_GROUP_APIS
 _PAUSED_UPSTREAM: Final = 1  # reasons a client connection's reading is paused (bit mask)
 _PAUSED_PENDING: Final = 2
+
+
+def _naming_groups(frame: bytes) -> tuple[codec.RequestHeader, Any] | None:
+    """A DescribeConfigs / IncrementalAlterConfigs that names a GROUP resource, decoded; None for
+    one that names none, or that this codec cannot read (the upstream answers or closes)."""
+    try:
+        header, request = codec.decode_request(frame[4:])
+    except codec.DecodeError:
+        return None
+    return (header, request) if group_config_adapters.group_ids(request) else None
 
 
 class Sidecar(Protocol):
@@ -276,6 +287,11 @@ class SidecarConnection(asyncio.Protocol):
             self._api_versions(frame)
         elif api_key == FIND_COORDINATOR:
             self._find_coordinator(frame, version, correlation_id)
+        elif api_key in apis.GROUP_CONFIG_APIS and (named := _naming_groups(frame)) is not None:
+            # DescribeConfigs / IncrementalAlterConfigs naming GROUP resources: their configs live
+            # here (coordinator.core.handlers.group_configs), routed like a group API; with topic
+            # or broker resources beside them, split (coordinator.sidecar.config_split).
+            self._group_configs(frame, *named)
         elif api_key in self._sidecar.answered_here:
             slot = Slot(self)
             self._slots.append(slot)
@@ -322,11 +338,32 @@ class SidecarConnection(asyncio.Protocol):
         self._sidecar.share.request(frame, partial(self.complete, slot), self.abort, self, forward)
 
     def _group(self, slot: Slot, frame: bytes) -> None:
+        self._group_to(partial(self.complete, slot), frame)
+
+    def _group_to(self, answer: Callable[[bytes], None], frame: bytes) -> None:
         locator = self._sidecar.locator
         if locator is None:
-            self._dispatch(slot, frame)
+            reply = cast(Connection, LocalReply(self, answer))
+            self._sidecar.server.dispatch(reply, frame[4:])
         else:
-            self._group_router().route(frame, locator, partial(self.complete, slot))
+            self._group_router().route(frame, locator, answer)
+
+    def _group_configs(self, frame: bytes, header: codec.RequestHeader, request: Any) -> None:
+        slot = Slot(self)
+        self._slots.append(slot)
+        if group_config_adapters.only_groups(request):
+            self._held.run(header.api_key, frame, partial(self._group, slot, frame))
+        else:
+            self._split_configs(slot, header, request)
+
+    def _split_configs(self, slot: Slot, header: codec.RequestHeader, request: Any) -> None:
+        """GROUP resources answered here, the others upstream, one merged answer in order."""
+        groups, others = config_split.split(request)
+        merge = config_split.Merge(header, request, partial(self.complete, slot), self.drop)
+        local = codec.encode_request(header, groups)
+        self._held.run(header.api_key, local, partial(self._group_to, merge.local, local))
+        part = config_split.UpstreamPart(self, merge)
+        self._forward(codec.encode_request(header, others), header.correlation_id, part)
 
     def _dispatch(self, slot: Slot, frame: bytes) -> None:
         """Answered here by the server, as a request on its own listener (the gate included)."""

@@ -46,7 +46,7 @@ from typing import Any, Final, assert_never, cast
 from kio.schema.errors import ErrorCode
 
 from coordinator.security.client import PLAINTEXT, ClientSecurity
-from coordinator.serve import adapters
+from coordinator.serve import adapters, group_config_adapters
 from coordinator.serve.server import Connection, Server
 from coordinator.sidecar.placement import LOCAL, UNKNOWN, Locator, Placement, Where
 from coordinator.sidecar.slots import LocalReply, SlotOwner
@@ -100,6 +100,10 @@ def group_ids(header: RequestHeader, request: Any) -> list[str]:
         return [_group_of(item) for item in getattr(request, fields[0])]
     if header.api_key == apis.LIST_GROUPS:
         return []
+    if header.api_key in apis.GROUP_CONFIG_APIS:
+        # The GROUP resources' names. Not batched: a request naming groups of several owners
+        # goes whole to the first one's owner (a limitation; docs/share-groups-admin.md).
+        return group_config_adapters.group_ids(request)
     return [request.group_id]
 
 

@@ -111,6 +111,10 @@ VERSION_CAPS: Final = {
     25: 4,
     26: 5,
     22: 6,
+    # DescribeConfigs / IncrementalAlterConfigs: decoded here (GROUP resources are answered
+    # here, coordinator.sidecar.connection), so groupcoord's versions (Kafka 4.4's).
+    apis.DESCRIBE_CONFIGS: apis.APIS[apis.DESCRIBE_CONFIGS].max_version,
+    apis.INCREMENTAL_ALTER_CONFIGS: apis.APIS[apis.INCREMENTAL_ALTER_CONFIGS].max_version,
 }
 # Topic-changing admin APIs: when one passes through, the topic cache is refreshed at once.
 TOPIC_ADMIN: Final = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS})

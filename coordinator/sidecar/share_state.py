@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
@@ -36,6 +37,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.core.effects import Effects
 from coordinator.core.records import Record
+from coordinator.core.share import group_configs
 from coordinator.core.share.coordinator import ShareGroupCoordinator
 from coordinator.core.share.partition import AcquiredRecords, AcquireMode, SharePartition
 from coordinator.core.share.persisted import ShareUpdate
@@ -102,11 +104,9 @@ class ShareState:
         self,
         store: ShareStore,
         share: Callable[[], ShareGroupCoordinator],
-        reset_policy: Callable[[str], str] = lambda _group: "latest",
     ) -> None:
         self.store = store
         self._share = share  # the core's, looked up each time: a reload replaces the core
-        self._reset_policy = reset_policy  # share.auto.offset.reset of the group
         self._starting: dict[PartitionKey, asyncio.Future[None]] = {}
         self._changed = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
@@ -165,9 +165,14 @@ class ShareState:
         self._starting[key] = done
         try:
             group_id, _, partition = key
-            policy = self._reset_policy(group_id)
-            timestamp = share_upstream.EARLIEST if policy == "earliest" else share_upstream.LATEST
+            # The group's share.auto.offset.reset (coordinator.core.share.group_configs).
+            policy = self._share().auto_offset_reset(group_id)
+            timestamp = group_configs.reset_timestamp(policy, int(time.time() * 1000))
             offset = await share_upstream.start_offset(broker, topic, partition, timestamp)
+            if offset == -1 and timestamp >= 0:  # by_duration: nothing that recent
+                offset = await share_upstream.start_offset(
+                    broker, topic, partition, share_upstream.LATEST
+                )
             if offset is None:
                 raise UpstreamUnavailable(f"{topic}-{partition}: no {policy} offset upstream")
             config = self._share().partition_config(group_id)

@@ -120,6 +120,7 @@ def test_advertised_ranges() -> None:
         68: (0, 1), 69: (0, 1),  # KIP-848 (issue 23): Java 3.9 sends v0, librdkafka 2.16 v1
         76: (1, 1), 77: (1, 1),  # KIP-932 share groups: v1 only, as Kafka 4.1-4.4
         90: (0, 1), 91: (0, 0), 92: (0, 0),  # KIP-932 share offsets admin: Kafka 4.4's
+        32: (1, 4), 44: (0, 1),  # the GROUP config resource: Kafka 4.4's ranges
     }  # fmt: skip
     assert {8, 9, 11, 12, 13, 14, 15, 16, 42, 47} == apis.GROUP_APIS
     assert {68, 69} == apis.CONSUMER_GROUP_APIS

@@ -16,14 +16,11 @@ from tests.support.sidecar_util import RawClient, Sidecar, Stack, Upstream, crea
 
 __all__ = ["stack"]  # the fixture, for every share test
 
-# The server side (ShareGroupHeartbeat/Describe, ShareFetch/ShareAcknowledge in the sidecar) is
-# built beside these tests: until it is merged, the sidecar targets fail fast (`Target.check`).
-NOT_YET = pytest.mark.xfail(strict=False, reason="share-fetch not merged")
 SHARE_APIS = {76: "ShareGroupHeartbeat", 77: "ShareGroupDescribe", 78: "ShareFetch",
               79: "ShareAcknowledge"}
 TARGETS = [pytest.param("kafka", id="kafka"),
-           pytest.param("sidecar-kafka", marks=NOT_YET, id="sidecar-kafka"),
-           pytest.param("sidecar-tansu", marks=NOT_YET, id="sidecar-tansu")]
+           pytest.param("sidecar-kafka", id="sidecar-kafka"),
+           pytest.param("sidecar-tansu", id="sidecar-tansu")]
 
 
 @dataclass

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.share.conftest import NOT_YET, Target, share_client
+from tests.share.conftest import Target, share_client
 from tests.sidecar.test_fleet import fleet, owner_of
 from tests.sidecar.test_txn_offsets import restart_sidecar
 from tests.support import realclients as rc
@@ -47,8 +47,8 @@ def committed_before(m: rc.Member, t: float) -> set[tuple[int, int]]:
 
 # One client per mode keeps the run short; both clients run every step in test_share_groups.py.
 @pytest.mark.parametrize(("mode", "kind"), [
-    pytest.param("local", "confluent", marks=NOT_YET, id="local-confluent"),
-    pytest.param("fleet", "java", marks=[NOT_YET, pytest.mark.java], id="fleet-java")])
+    pytest.param("local", "confluent", id="local-confluent"),
+    pytest.param("fleet", "java", marks=pytest.mark.java, id="fleet-java")])
 async def test_kill_9_mid_stream_redelivers_only_what_was_not_acknowledged(
     request: pytest.FixtureRequest, stack: Stack, upstream: Upstream, tmp_path: Path, mode: str,
     kind: str

@@ -46,6 +46,9 @@ API_NOTES: dict[int, str] = {
     apis.DELETE_ACLS: "[Security](security.md#acls)",
     apis.DESCRIBE_USER_SCRAM_CREDENTIALS: "[Security](security.md#sasl)",
     apis.ALTER_USER_SCRAM_CREDENTIALS: "[Security](security.md#sasl)",
+    apis.DESCRIBE_CONFIGS: "GROUP resources ([group configs](share-groups-admin.md#group-configs))",
+    apis.INCREMENTAL_ALTER_CONFIGS: "GROUP resources "
+    "([group configs](share-groups-admin.md#group-configs))",
 }
 
 

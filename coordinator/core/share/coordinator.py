@@ -43,7 +43,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from coordinator.core.messages import ErrorCode
-from coordinator.core.share import assignor
+from coordinator.core.share import assignor, group_configs
 from coordinator.core.share.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     PartitionMap,
@@ -52,6 +52,7 @@ from coordinator.core.share.group import (
     replay,
     to_topic_partitions,
 )
+from coordinator.core.share.group_configs import GroupConfigKey, GroupConfigValue
 from coordinator.core.share.messages import (
     DescribedShareGroup,
     DescribedShareMember,
@@ -93,6 +94,8 @@ class ShareGroupCoordinator:
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[PartitionKey, SharePartition] = {}
         self._partition_configs: dict[str, SharePartitionConfig] = {}
+        # Group configs (coordinator.core.share.group_configs), per group id: what is set.
+        self.group_configs: dict[str, dict[str, str]] = {}
         self._deadlines: dict[tuple[str, str], int] = {}  # session timeouts
         self._stale: set[str] = set()  # groups whose subscribed topics changed
         self._hashes = TopicHashCache(topics, config.topic_hash)
@@ -172,7 +175,7 @@ class ShareGroupCoordinator:
                 records.append(_assignment_record(gid, reconciled))
             updated = reconciled
         self._apply(records)
-        self._deadlines[(gid, mid)] = now_ms + self.config.session_timeout_ms
+        self._deadlines[(gid, mid)] = now_ms + self._group_ms(gid, "share.session.timeout.ms")
         send = (
             req.member_epoch == 0
             or req.subscribed_topic_names is not None
@@ -183,7 +186,7 @@ class ShareGroupCoordinator:
                 E.none,
                 member_id=mid,
                 member_epoch=updated.member_epoch,
-                heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+                heartbeat_interval_ms=self._group_ms(gid, "share.heartbeat.interval.ms"),
                 assignment=to_topic_partitions(updated.assigned) if send else None,
             ),
             tuple(records),
@@ -349,6 +352,31 @@ class ShareGroupCoordinator:
             if key[0] == group_id:
                 part.config = self.partition_config(group_id)
 
+    def _group_ms(self, group_id: str, name: str) -> int:
+        """The share session timeout or heartbeat interval: the group's, else the broker's."""
+        value = self.group_configs.get(group_id, {}).get(name)
+        if value is not None:
+            return int(value)
+        if name == "share.session.timeout.ms":
+            return self.config.session_timeout_ms
+        return self.config.heartbeat_interval_ms
+
+    def auto_offset_reset(self, group_id: str) -> str:
+        """The group's share.auto.offset.reset (Kafka's default: latest)."""
+        return self.group_configs.get(group_id, {}).get("share.auto.offset.reset", "latest")
+
+    def replay_group_config(self, key: GroupConfigKey, value: GroupConfigValue | None) -> None:
+        """A group's config record: what it sets now (None: nothing). Live share partitions take
+        the new lock duration and delivery count limit at once (for new acquisitions)."""
+        configs = {} if value is None else dict(value.configs)
+        if configs:
+            self.group_configs[key.group_id] = configs
+        else:
+            self.group_configs.pop(key.group_id, None)
+        self.set_partition_config(
+            key.group_id, group_configs.partition_config(self.config.partition, configs)
+        )
+
     def share_partition(
         self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int = 0
     ) -> SharePartition:
@@ -386,13 +414,17 @@ class ShareGroupCoordinator:
         for gid in self.groups if group_ids is None else group_ids:
             group = self.groups.get(gid)
             for mid in group.members if group else ():
-                self._deadlines[(gid, mid)] = now_ms + self.config.session_timeout_ms
+                self._deadlines[(gid, mid)] = now_ms + self._group_ms(
+                    gid, "share.session.timeout.ms"
+                )
             self._stale.add(gid)
 
     def unload_group(self, group_id: str) -> None:
         self.groups.pop(group_id, None)
         self._deadlines = {k: v for k, v in self._deadlines.items() if k[0] != group_id}
         self.partitions = {k: v for k, v in self.partitions.items() if k[0] != group_id}
+        self.group_configs.pop(group_id, None)  # its record comes back with the group's
+        self._partition_configs.pop(group_id, None)
 
     def topic_changed(self, name: str) -> None:
         """A topic was created, grew or was deleted: its readers recompute their hash."""
