@@ -399,9 +399,15 @@ class ShareService:
                     )
                 )
             )
-            if not await _first(fetching, changed):
+            if first_pass:
+                # A 1 ms upstream wait: nothing worth racing. (A change here meanwhile, this
+                # request's own acknowledgements made durable among them, would otherwise cancel
+                # the Fetches, and closing their links, for nothing.)
+                fetched = await fetching
+            elif not await _first(fetching, changed):
                 continue  # released here meanwhile: fetch again, from the released records
-            fetched = fetching.result()
+            else:
+                fetched = fetching.result()
             left = max_records
             got = False
             for tp, result in zip(partitions, fetched, strict=True):
