@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,7 +67,7 @@ class Consumed:
 
 def read_all(
     subscribe: Callable[[], None],
-    poll: Callable[[], list[Any]],
+    poll: Callable[[], Iterable[Any]],
     close: Callable[[], None],
     n: int,
     cpu: Callable[[], float],
