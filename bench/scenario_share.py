@@ -41,7 +41,7 @@ from bench import scenario_kafka as kafka_scenario
 from bench import scenario_sidecar as sidecar
 from bench.__main__ import Context, Goal, Metric, register
 
-RECORDS, QUICK_RECORDS = 200_000, 50_000
+RECORDS, QUICK_RECORDS = 200_000, 100_000
 RECORD_BYTES = 100
 PER_BATCH = 100
 LAYOUTS = (1, 4)
