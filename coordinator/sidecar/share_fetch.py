@@ -50,7 +50,7 @@ from coordinator.core.share.records import (
 )
 from coordinator.sidecar import rewrite
 from coordinator.sidecar.placement import Placement
-from coordinator.sidecar.share_session import ShareSessions, TopicIdPartition
+from coordinator.sidecar.share_session import Context, ShareSessions, TopicIdPartition
 from coordinator.sidecar.share_state import Acquired, ShareState
 from coordinator.sidecar.share_upstream import EARLIEST, Fetched, fetch, start_offset
 from coordinator.sidecar.upstream import UpstreamUnavailable
@@ -72,6 +72,11 @@ _ZERO: Final = i32Timedelta.parse(timedelta(0))
 MAX_WAIT_CAP_MS: Final = 30_000
 _RECORD_LIMIT_MODE: Final = 1  # ShareAcquireMode record_limit (v2)
 _FETCH_MAX_BYTES: Final = 1 << 20  # per partition, toward the upstream
+_FETCH_MIN_BYTES: Final = (
+    16 << 10
+)  # the least a sized upstream Fetch asks for (ShareService._sized)
+_FETCH_HEADROOM: Final = 1.25  # records' sizes vary: ask a quarter more than the estimate
+_FIRST_PASS_WAIT_MS: Final = 1  # a ShareFetch's first upstream Fetch (ShareService._acquire)
 _REPOLL_S: Final = 0.1  # an upstream that answered early with no records is asked again after it
 
 
@@ -139,6 +144,9 @@ class ShareService:
         self.sessions = ShareSessions()
         self.state = state
         self._starting: set[tuple[str, uuid.UUID, int]] = set()
+        # Bytes per record in each partition's last upstream Fetch: a ShareFetch asks the upstream
+        # for about what its MaxRecords need (ShareService._sized).
+        self._record_bytes: dict[TopicIdPartition, float] = {}
 
     def request(
         self,
@@ -276,22 +284,48 @@ class ShareService:
             return self._fetch_error(version, context.error, None)
         names = self._names()
         answers: dict[TopicIdPartition, _Answer] = {}
+        # The acknowledgements are applied first, in order, then made durable while the records
+        # are fetched: the answer waits for both, not for one after the other (an fsync, then an
+        # upstream Fetch: bench/scenario_share.py). Each task applies its partition's
+        # acknowledgements in its first step (ShareState.acknowledge), which the sleep(0) lets
+        # run before anything here goes on.
+        durable: dict[TopicIdPartition, asyncio.Task[ErrorCode]] = {}
         for tp, batches in acks.items():
             answer = answers.setdefault(tp, _Answer())
             if not self._known(names, tp):
                 answer.ack_error = ErrorCode.unknown_topic_or_partition
                 continue
-            answer.ack_error = await self.state.acknowledge(
-                group_id, member_id, tp, _ack_batches(batches), _now_ms()
+            durable[tp] = asyncio.ensure_future(
+                self.state.acknowledge(group_id, member_id, tp, _ack_batches(batches), _now_ms())
             )
+        if durable:
+            await asyncio.sleep(0)
+        try:
+            await self._fetch_after_acks(request, context, group_id, member_id, names, answers)
+        finally:
+            for tp, task in durable.items():
+                answers[tp].ack_error = await task
         if context.final:
             await self.state.release_member(group_id, member_id, context.released)
-            return self._fetch_response(version, group_id, answers)
+        return self._fetch_response(version, group_id, answers)
+
+    async def _fetch_after_acks(
+        self,
+        request: Any,
+        context: Context,
+        group_id: str,
+        member_id: str,
+        names: dict[uuid.UUID, str],
+        answers: dict[TopicIdPartition, _Answer],
+    ) -> None:
+        """A ShareFetch's records, acquired into `answers` (none on the final epoch)."""
+        if context.final:
+            return  # the member's records go back once its acknowledgements are durable
         if getattr(request, "is_renew_ack", False):
             # v2, KIP-1222: a fetch that only renews acquisition locks acquires nothing (the
             # member is still busy with what it holds); our reading of the KIP, not checked
             # against a broker.
-            return self._fetch_response(version, group_id, answers)
+            return
         fetchable = []
         for tp in context.partitions:
             if self._known(names, tp):
@@ -318,7 +352,6 @@ class ShareService:
                 # larger than that whole, KIP-74, as Kafka's ShareFetch does)
                 max(1, min(int(request.max_bytes), _FETCH_MAX_BYTES)),
             )
-        return self._fetch_response(version, group_id, answers)
 
     async def _acquire(
         self,
@@ -338,20 +371,43 @@ class ShareService:
         lock expiry, another member's release), whichever comes first (Kafka's
         DelayedShareFetch)."""
         deadline = time.monotonic() + wait_ms / 1000
+        # The first pass takes what the upstream has now, without its long poll: the partitions'
+        # Fetches are gathered, so one caught-up partition waiting out MaxWaitMs would hold up
+        # the records of all the others (a 4-partition share group read 20x slower than a
+        # 1-partition one: bench/scenario_share.py). Only when it found nothing do the next
+        # passes long-poll the upstream. (1 ms, not 0: tansu 0.6 answers a Fetch whose MaxWaitMs
+        # is 0 with no partitions at all.)
+        first_pass = True
         while True:
             changed = self.state.changed_event()
-            remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            remaining_ms = (
+                _FIRST_PASS_WAIT_MS
+                if first_pass
+                else max(0, int((deadline - time.monotonic()) * 1000))
+            )
             fetching = asyncio.ensure_future(
                 asyncio.gather(
                     *(
-                        self._fetch_one(group_id, names, tp, remaining_ms, max_bytes)
+                        self._fetch_one(
+                            group_id,
+                            names,
+                            tp,
+                            remaining_ms,
+                            self._sized(tp, max_bytes, max_records),
+                        )
                         for tp in partitions
                     )
                 )
             )
-            if not await _first(fetching, changed):
+            if first_pass:
+                # A 1 ms upstream wait: nothing worth racing. (A change here meanwhile, this
+                # request's own acknowledgements made durable among them, would otherwise cancel
+                # the Fetches, and closing their links, for nothing.)
+                fetched = await fetching
+            elif not await _first(fetching, changed):
                 continue  # released here meanwhile: fetch again, from the released records
-            fetched = fetching.result()
+            else:
+                fetched = fetching.result()
             left = max_records
             got = False
             for tp, result in zip(partitions, fetched, strict=True):
@@ -376,12 +432,28 @@ class ShareService:
             # upstream answered early with nothing. Wait for a release here (or, for the
             # latter, a moment before asking the upstream again), up to the deadline.
             data = any(isinstance(r, Fetched) and r.batches for r in fetched)
+            if first_pass and not data:
+                first_pass = False
+                continue  # nothing upstream yet: long-poll it now
+            first_pass = False
             try:
                 async with asyncio.timeout(remaining if data else min(remaining, _REPOLL_S)):
                     await changed.wait()
             except TimeoutError:
                 if data:
                     return
+
+    def _sized(self, tp: TopicIdPartition, max_bytes: int, max_records: int) -> int:
+        """The MaxBytes of a partition's upstream Fetch: about what `max_records` records take,
+        by the partition's last Fetch, within `max_bytes`. A share consumer asks for a few hundred
+        records; a Fetch of the whole 1 MiB of small records was mostly read, decoded and thrown
+        away (bench/scenario_share.py). A first batch larger than this still comes whole
+        (KIP-74), so a low estimate costs a round trip, never progress."""
+        per_record = self._record_bytes.get(tp)
+        if per_record is None:
+            return max_bytes
+        wanted = int(per_record * max_records * _FETCH_HEADROOM)
+        return max(1, min(max_bytes, max(wanted, _FETCH_MIN_BYTES)))
 
     async def _fetch_one(
         self,
@@ -427,6 +499,9 @@ class ShareService:
         if result.error != ErrorCode.none:
             sidecar.refresh_soon()
             return ErrorCode.not_leader_or_follower  # a leader moved, or is being elected
+        if result.batches:
+            count = result.batches[-1].last_offset - result.batches[0].base_offset + 1
+            self._record_bytes[tp] = len(result.records) / max(count, 1)
         return result
 
     def _fetch_error(self, version: int, error: ErrorCode, message: str | None) -> Any:
@@ -490,15 +565,21 @@ class ShareService:
             return self._ack_response(module, group_id, error, {})
         names = self._names()
         results: dict[TopicIdPartition, ErrorCode] = {}
+        durable: dict[TopicIdPartition, asyncio.Task[ErrorCode]] = {}
         for t in request.topics:
             for p in t.partitions:
                 tp = (t.topic_id, p.partition_index)
                 if not self._known(names, tp):
                     results[tp] = ErrorCode.unknown_topic_or_partition
                     continue
-                results[tp] = await self.state.acknowledge(
-                    group_id, member_id, tp, _ack_batches(p.acknowledgement_batches), _now_ms()
+                # applied in this order (each task's first step), made durable together
+                durable[tp] = asyncio.ensure_future(
+                    self.state.acknowledge(
+                        group_id, member_id, tp, _ack_batches(p.acknowledgement_batches), _now_ms()
+                    )
                 )
+        for tp, task in durable.items():
+            results[tp] = await task
         if context.final:
             await self.state.release_member(group_id, member_id, context.released)
         return self._ack_response(module, group_id, ErrorCode.none, results)

@@ -30,6 +30,7 @@ from tests.support.sidecar_util import (
     create_topic,
     kio,
     produce,
+    produce_request,
     stack,
     upstream,
 )
@@ -306,3 +307,30 @@ async def test_records_produced_right_after_the_assignment_are_delivered(
         assert sorted(o for f, last, _ in got for o in range(f, last + 1)) == [0, 1, 2]
     finally:
         client.close()
+
+
+async def test_a_caught_up_partition_does_not_hold_up_the_others(stack: Stack,
+                                                                 upstream: Upstream) -> None:
+    """A ShareFetch of two partitions, records in only one: they come at once, not after the
+    empty partition's upstream long poll (MaxWaitMs) ran out."""
+    topic, group = upstream.name("shares2"), upstream.name("sg2")
+    sidecar = stack.sidecar(upstream.bootstrap)
+    await create_topic(sidecar.bootstrap, topic, 2)
+    client = await RawClient.connect(sidecar.port)
+    producer = await RawClient.connect(int(upstream.bootstrap.rsplit(":", 1)[1]))
+    try:
+        tid = await rc.wait_until(lambda: _known(client, topic), 20, "the topic id")
+        opened = await client.call(share_fetch(group, "m1", 0, tid, (0, 1)))
+        assert opened.error_code == NONE, opened
+        produced = await producer.call(produce_request(topic, 1, ["a", "b", "c"]))
+        assert produced.responses[0].partition_responses[0].error_code == NONE, produced
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        got = await client.call(share_fetch(group, "m1", 1, tid, (0, 1), max_wait_ms=8000),
+                                timeout=20)
+        took = loop.time() - started
+        assert deliveries(got)[1].offsets == [0, 1, 2], got
+        assert took < 4, f"{took:.1f} s: held up by partition 0's long poll"
+    finally:
+        client.close()
+        producer.close()
