@@ -474,7 +474,8 @@ class ShareService:
             offset = await self.state.fetch_offset(group_id, tp, topic, broker)
             if offset is None:  # as many records in flight as it may have: wait for some
                 return Fetched(ErrorCode.none)
-            result = await fetch(broker, topic, tp[1], offset, max_bytes, wait_ms)
+            committed = self.state.read_committed(group_id)
+            result = await fetch(broker, topic, tp[1], offset, max_bytes, wait_ms, committed)
         except (UpstreamUnavailable, rewrite.RewriteError) as exc:
             log.debug("share fetch of %s-%d upstream failed: %s", topic, tp[1], exc)
             sidecar.refresh_soon()

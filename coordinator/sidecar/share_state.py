@@ -120,6 +120,9 @@ class ShareState:
     def lock_duration_ms(self, group_id: str) -> int:
         return self._share().partition_config(group_id).record_lock_duration_ms
 
+    def read_committed(self, group_id: str) -> bool:
+        return self._share().read_committed(group_id)
+
     def updated(self, updates: list[tuple[PartitionKey, ShareUpdate]]) -> None:
         """The core changed share partitions on its own (a share member left or was fenced, its
         records released: `Effects.share_updates`): persist them and wake waiting fetches."""

@@ -1,12 +1,12 @@
 """Records for share groups, read from the upstream partition leaders with plain Fetch (KIP-932
 through the sidecar: the upstream knows nothing of share groups).
 
-- `fetch`: one partition from `offset`, READ_COMMITTED (a share group's isolation: Kafka's
-  `share.isolation.level` is read_committed here), so nothing past the last stable offset is
-  read; the answer is split into its record batches (`batches`), trimmed to whole batches (a
+- `fetch`: one partition from `offset`, at the group's `share.isolation.level` (Kafka's default
+  read_uncommitted: up to the high watermark; read_committed: nothing past the last stable
+  offset); the answer is split into its record batches (`batches`), trimmed to whole batches (a
   batch cut short by MaxBytes is left for the next fetch), and `deliverable` names the batches a
-  consumer may be given: never a control batch, never a batch of an aborted transaction (Kafka's
-  AbortedTransactions walk, as its consumer's CompletedFetch does it).
+  consumer may be given: never a control batch and, read_committed, never a batch of an aborted
+  transaction (Kafka's AbortedTransactions walk, as its consumer's CompletedFetch does it).
 - `start_offset`: ListOffsets latest (-1) or earliest (-2), for share.auto.offset.reset.
 - A long-polling Fetch goes on a pooled link of its own (Broker.call), never on the control link
   that the sidecar's other requests share.
@@ -37,6 +37,7 @@ from protocol.varint import skip_tagged_fields
 
 LATEST: Final = -1
 EARLIEST: Final = -2
+READ_UNCOMMITTED: Final = 0
 READ_COMMITTED: Final = 1
 _FETCH_VERSION: Final = 12
 _BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length
@@ -124,13 +125,14 @@ async def fetch(
     offset: int,
     max_bytes: int,
     max_wait_ms: int,
+    read_committed: bool = False,
 ) -> Fetched:
     """One partition's records from `offset` (module docstring). Raises UpstreamUnavailable."""
     request = FetchRequest(
         max_wait=i32Timedelta.parse(timedelta(milliseconds=max_wait_ms)),
         min_bytes=1,  # type: ignore[arg-type]
         max_bytes=max_bytes,  # type: ignore[arg-type]
-        isolation_level=READ_COMMITTED,  # type: ignore[arg-type]
+        isolation_level=READ_COMMITTED if read_committed else READ_UNCOMMITTED,  # type: ignore[arg-type]
         topics=(
             FetchTopic(
                 topic=topic,  # type: ignore[arg-type]
@@ -168,7 +170,11 @@ async def fetch(
                 log_start_offset=int(p.log_start_offset),
                 records=whole,
                 batches=tuple(batches),
-                deliverable=tuple(deliverable(batches, aborted)),
+                deliverable=tuple(
+                    deliverable(batches, aborted)
+                    if read_committed
+                    else (b for b in batches if not b.control)
+                ),
             )
     return Fetched(ErrorCode.unknown_topic_or_partition)
 

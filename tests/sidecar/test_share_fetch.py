@@ -246,14 +246,22 @@ async def test_standalone_refuses_share_fetch_with_an_error_code(server: Any) ->
         client.close()
 
 
-async def test_aborted_transactions_are_never_delivered(stack: Stack, upstream: Upstream) -> None:
-    """read_committed: records of an aborted transaction and the transaction markers are never
-    acquired; committed and plain records are."""
+@pytest.mark.parametrize(("isolation", "delivered"), [
+    ("read_committed", [0, 5]), (None, [0, 2, 3, 5])], ids=["read_committed", "default"])
+async def test_aborted_transactions_are_delivered_only_under_read_uncommitted(
+        stack: Stack, upstream: Upstream, isolation: str | None, delivered: list[int]) -> None:
+    """share.isolation.level read_committed: records of an aborted transaction are never
+    acquired; Kafka's default, read_uncommitted, delivers them. Transaction markers never."""
     from aiokafka import AIOKafkaProducer
+
+    from tests.support.share_util import set_group_configs
 
     if upstream.kind == "tansu":  # its transaction is refused (UnknownError) at the first send
         pytest.skip("aiokafka's transactional producer fails against tansu 0.6.0")
     client, topic, (group, tid) = await _ready(stack, upstream)
+    if isolation is not None:
+        set_group_configs(stack.sidecars[-1].bootstrap, group,
+                          {"share.isolation.level": isolation})
     producer = AIOKafkaProducer(bootstrap_servers=upstream.bootstrap,
                                 transactional_id=upstream.name("txn"), request_timeout_ms=10000)
     try:
@@ -270,8 +278,9 @@ async def test_aborted_transactions_are_never_delivered(stack: Stack, upstream: 
         # Offsets: 0 committed-before, 1 its marker, 2-3 aborted, 4 the abort marker,
         # 5 committed-after, 6 its marker.
         got = await _fetch_until(client, lambda e: share_fetch(group, "m1", e, tid,
-                                                               max_wait_ms=500), 2, "2 acquired")
-        assert sorted(o for f, last, _ in got for o in range(f, last + 1)) == [0, 5], got
+                                                               max_wait_ms=500),
+                                 len(delivered), f"{len(delivered)} acquired")
+        assert sorted(o for f, last, _ in got for o in range(f, last + 1)) == delivered, got
     finally:
         await producer.stop()
         client.close()

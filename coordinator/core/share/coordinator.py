@@ -365,6 +365,10 @@ class ShareGroupCoordinator:
         """The group's share.auto.offset.reset (Kafka's default: latest)."""
         return self.group_configs.get(group_id, {}).get("share.auto.offset.reset", "latest")
 
+    def read_committed(self, group_id: str) -> bool:
+        """The group's share.isolation.level is read_committed (Kafka's default: uncommitted)."""
+        return self.group_configs.get(group_id, {}).get("share.isolation.level") == "read_committed"
+
     def replay_group_config(self, key: GroupConfigKey, value: GroupConfigValue | None) -> None:
         """A group's config record: what it sets now (None: nothing). Live share partitions take
         the new lock duration and delivery count limit at once (for new acquisitions)."""
