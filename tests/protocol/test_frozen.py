@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator.core.messages import CommitPartition, Heartbeat, OffsetCommit
-from protocol.frozen import fast_init
+from protocol.frozen import fast_init, fast_replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +95,47 @@ def test_the_hot_messages_use_it() -> None:
         "m",
         None,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class WithDefaults:
+    a: int
+    b: str | None = None
+    c: tuple[int, ...] = dataclasses.field(default_factory=tuple)
+
+
+_replace_fast = fast_replace(Fast)
+_replace_defaults = fast_replace(WithDefaults)
+
+
+@given(st.integers(), st.none() | st.text(), st.tuples(st.integers()), st.data())
+def test_fast_replace_is_dataclasses_replace(
+    a: int, b: str | None, c: tuple[int], data: st.DataObject
+) -> None:
+    cases = ((Fast(a, b, c), _replace_fast), (WithDefaults(a, b, c), _replace_defaults))
+    for obj, replace in cases:
+        changes = data.draw(
+            st.fixed_dictionaries(
+                {}, optional={"a": st.integers(), "b": st.none() | st.text(), "c": st.tuples()}
+            )
+        )
+        new = replace(obj, **changes)
+        assert type(new) is type(obj)
+        assert dataclasses.astuple(new) == dataclasses.astuple(dataclasses.replace(obj, **changes))
+        assert new == dataclasses.replace(obj, **changes)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            new.a = 0  # type: ignore[misc]
+
+
+def test_fast_replace_refuses_what_replace_would_and_classes_it_cannot_copy() -> None:
+    with pytest.raises(TypeError):
+        _replace_fast(Fast(1, "x", ()), d=4)
+    with pytest.raises(TypeError):
+        _replace_fast(Fast(1, "x", ()), 2)
+
+    @dataclass(frozen=True)
+    class NoSlots:
+        a: int
+
+    with pytest.raises(TypeError):
+        fast_replace(NoSlots)

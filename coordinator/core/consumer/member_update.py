@@ -3,10 +3,8 @@ Kafka's ConsumerGroupMember builders and throwIfConsumerGroupMemberEpochIsInvali
 
 from __future__ import annotations
 
-import dataclasses
-
 from coordinator.core.consumer.messages import ConsumerGroupHeartbeat
-from coordinator.core.consumer.model import ConsumerGroupMember, PartitionMap
+from coordinator.core.consumer.model import ConsumerGroupMember, PartitionMap, replace_member
 from coordinator.core.consumer.records import TopicPartitions
 
 
@@ -34,7 +32,7 @@ def updated_member(member: ConsumerGroupMember, req: ConsumerGroupHeartbeat) -> 
         and member.classic is None
     ):
         return member  # a steady heartbeat changes nothing (and replace() is slow)
-    return dataclasses.replace(
+    return replace_member(
         member,
         instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
         rack_id=req.rack_id if req.rack_id is not None else member.rack_id,

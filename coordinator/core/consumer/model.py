@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from coordinator.core.consumer.records import ClassicMemberMetadata, TopicPartitions
+from protocol.frozen import fast_replace
 
 __all__ = [
     "EMPTY_PARTITIONS",
@@ -46,6 +47,7 @@ __all__ = [
     "SubscriptionType",
     "from_topic_partitions",
     "partition_count",
+    "replace_member",
     "to_topic_partitions",
 ]
 
@@ -141,6 +143,11 @@ class ConsumerGroupMember:
             and self.server_assignor == other.server_assignor
             and self.classic == other.classic
         )
+
+
+replace_member = fast_replace(ConsumerGroupMember)
+"""`dataclasses.replace` for a member, without its per-call cost (protocol.frozen): a
+reconciling heartbeat copies its member twice (reconciliation, then the record's replay)."""
 
 
 def partition_count(partitions: PartitionMap) -> int:

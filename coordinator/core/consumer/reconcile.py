@@ -25,7 +25,6 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Callable
 from types import MappingProxyType
@@ -35,6 +34,7 @@ from coordinator.core.consumer.model import (
     ConsumerGroupMember,
     MemberState,
     PartitionMap,
+    replace_member,
 )
 from coordinator.core.consumer.records import TopicPartitions
 
@@ -121,7 +121,7 @@ def _next(
 
     # Kafka's Builder.updateMemberEpoch: the previous epoch is the one being replaced.
     if new_revoke and _owns_any(owned, new_revoke):
-        return dataclasses.replace(
+        return replace_member(
             member,
             state=MemberState.UNREVOKED_PARTITIONS,
             member_epoch=member_epoch,
@@ -132,7 +132,7 @@ def _next(
     for tid, add in new_add.items():
         new_assigned[tid] = new_assigned.get(tid, frozenset()) | add
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-    return dataclasses.replace(
+    return replace_member(
         member,
         state=state,
         member_epoch=target_epoch,

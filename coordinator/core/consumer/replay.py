@@ -17,7 +17,6 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import assert_never
 
 from coordinator.core.consumer.model import (
@@ -29,6 +28,7 @@ from coordinator.core.consumer.model import (
     MemberState,
     ResolvedRegex,
     from_topic_partitions,
+    replace_member,
 )
 from coordinator.core.consumer.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -142,7 +142,7 @@ def _member_metadata(
         return
     base = old if old is not None else ConsumerGroupMember(member_id)
     group.update_member(
-        dataclasses.replace(
+        replace_member(
             base,
             instance_id=value.instance_id,
             rack_id=value.rack_id,
@@ -165,7 +165,7 @@ def _current_assignment(
         if old is None:
             return
         group.update_member(
-            dataclasses.replace(
+            replace_member(
                 old,
                 member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
                 previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
@@ -176,7 +176,7 @@ def _current_assignment(
         return
     base = old if old is not None else ConsumerGroupMember(member_id)
     group.update_member(
-        dataclasses.replace(
+        replace_member(
             base,
             member_epoch=value.member_epoch,
             previous_member_epoch=value.previous_member_epoch,
