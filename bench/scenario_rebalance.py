@@ -8,8 +8,10 @@ from its first request until the group has settled again:
   (leave1); a 10% churn, 100 members leave while 100 new ones join (churn).
 Settled means: classic, every member's SyncGroup answered in the generation whose leader saw
 exactly the expected members (the leader assigns partition k to its k-th member); consumer,
-every member at one member epoch and the partitions they were given adding up to all 2N (so
-nothing is pending revocation or unreleased: the group is Stable).
+every member at one member epoch, the partitions they were given adding up to all 2N (so
+nothing is pending revocation or unreleased) and spread evenly (no two members' counts more than
+one apart): the group is Stable at the target of all its members, not at an earlier one (while
+members join, the earlier members' target may still be the one the first member got).
 Both protocols beat at the same pace: classic members every STORM_BEAT_S (the join scenario's),
 consumer members at the server's heartbeat interval, set to the same value
 (`--consumer-heartbeat-interval-ms`); a consumer member answers an assignment at once (its ack),
@@ -188,6 +190,7 @@ class Consumer:
     epochs: Counter[int] = field(default_factory=Counter)  # member epoch -> members at it
     held: int = 0  # partitions given, over all members
     leaving: int = 0  # members told to leave that have not left yet
+    sizes: Counter[int] = field(default_factory=Counter)  # partitions held -> members holding
 
     def settled(self) -> bool:
         total = sum(self.epochs.values())
@@ -196,7 +199,17 @@ class Consumer:
             and total == self.size
             and len(self.epochs) == 1
             and self.held == self.partitions
+            and max(self.sizes) - min(self.sizes) <= 1
         )
+
+    def holds(self, before: int, after: int) -> None:
+        """A member's count of partitions went from `before` to `after` (-1: not a member)."""
+        if before >= 0:
+            self.sizes[before] -= 1
+            if not self.sizes[before]:
+                del self.sizes[before]
+        if after >= 0:
+            self.sizes[after] += 1
 
 
 def _count(owned: wire.Owned) -> int:
@@ -222,12 +235,15 @@ async def consumer_member(
             g.epochs[epoch] -= 1
             if not g.epochs[epoch]:
                 del g.epochs[epoch]
+        else:
+            g.holds(-1, 0)
         joined = True
         member_id, epoch = r.member_id or member_id, r.member_epoch
         g.epochs[epoch] += 1
         acked = r.assignment is None or r.assignment == owned
         if r.assignment is not None:
             g.held += _count(r.assignment) - _count(owned)
+            g.holds(_count(owned), _count(r.assignment))
             owned = r.assignment
         done.poke()
         if changed:  # a steady beat sends the same bytes again
@@ -239,6 +255,7 @@ async def consumer_member(
         if not g.epochs[epoch]:
             del g.epochs[epoch]
         g.held -= _count(owned)
+        g.holds(_count(owned), -1)
         g.leaving -= 1
         bye = wire.consumer_group_heartbeat_v0(g.group_id, member_id, -1)
         await conn.request_flexible((wire.CONSUMER_GROUP_HEARTBEAT, 0, bye), timeout=10)

@@ -4,6 +4,8 @@ first heartbeat after it; a quiet group is assigned at once."""
 
 from __future__ import annotations
 
+import itertools
+
 from coordinator.core.consumer import ConsumerGroupConfig
 from coordinator.core.consumer.model import ConsumerGroupState
 from coordinator.core.consumer.records import ConsumerGroupTargetAssignmentMetadataKey
@@ -78,3 +80,42 @@ def test_without_an_interval_every_bump_is_assigned_at_once() -> None:
         h.poll(h.client(name))
     assert runs(h) == 3
     assert h.group.assignment_epoch == h.group.group_epoch == 4
+
+
+def test_a_due_run_waits_while_joins_keep_coming_then_assigns_the_storm_at_once() -> None:
+    h = paced()
+    quiet = INTERVAL_MS // 5
+    h.poll(h.client("a"))  # a quiet group: assigned at once
+    assert runs(h) == 1
+    # Joins every quiet/2 ms for 1.5 intervals: past the interval's end, none quiet long enough.
+    for i in range(30):
+        h.advance(quiet // 2)
+        h.poll(h.client(f"m{i:02d}"))
+        assert runs(h) == 1, f"a run while joins kept coming, at join {i}"
+    assert h.group.state is ConsumerGroupState.ASSIGNING
+    h.advance(quiet - 1)
+    assert runs(h) == 1
+    h.advance(1)  # the joins paused for `quiet`: one run for all 30 of them
+    assert runs(h) == 2
+    assert h.group.assignment_epoch == h.group.group_epoch
+    h.settle()
+    assert h.group.state is ConsumerGroupState.STABLE
+    sizes = [len(c.owned_set()) for c in h.clients.values()]
+    assert sum(sizes) == 6 and max(sizes) - min(sizes) <= 1
+    assert runs(h) == 2
+
+
+def test_a_group_that_never_stops_changing_is_still_assigned_five_intervals_after_a_bump() -> None:
+    h = paced()
+    quiet = INTERVAL_MS // 5
+    h.poll(h.client("a"))
+    first = h.clock.now + quiet // 2  # the first bump the next run folds
+    seen = []
+    for i in range(120):  # joins every quiet/2 ms, 12 intervals long
+        h.advance(quiet // 2)
+        h.poll(h.client(f"m{i:03d}"))
+        seen.append((h.clock.now, runs(h)))
+    ran_at = [t for (_, before), (t, n) in itertools.pairwise(seen) if n > before]
+    assert ran_at[0] == first + 5 * INTERVAL_MS
+    assert all(b - a >= INTERVAL_MS for a, b in itertools.pairwise(ran_at))
+    assert len(ran_at) >= 2

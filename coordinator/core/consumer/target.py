@@ -9,6 +9,16 @@ pace per group: the first bump after a quiet interval is assigned at once (in th
 that bumped), the later ones when the interval is over, by a timer (the coordinator's `expire`),
 or by the first heartbeat after it. Members keep reconciling toward the last target meanwhile.
 
+A join storm (hundreds of members joining at once, each a bump) outlasts the interval: assigned
+at every interval's end, each run would hand the members joined so far a target that the next
+run takes apart again (every earlier member revokes, every run writes a target record per
+member), and at 5,000 members the runs took most of the server's CPU while the joins arrived.
+So a run that is due waits while bumps keep coming: until none came for a fifth of the
+interval (`quiet_ms`), and at most five intervals after the first bump it folds
+(`max_wait_ms`), so a group that never stops changing is still assigned. A lone bump in a quiet
+group is still assigned at once. Kafka (KIP-1263) has only the interval, 1 s by default; ours
+is 100 ms so that a member joining a stable group is assigned quickly.
+
 `build_spec` turns the group into the assignor's `GroupSpec`. Members with the same subscription
 (names and regex) share one resolved topic-id set, so a homogeneous group of N members over T
 topics resolves T names once, not N*T times.
@@ -40,26 +50,54 @@ __all__ = ["AssignmentPacer", "build_spec", "maybe_update_target", "update_targe
 
 
 class AssignmentPacer:
-    """Per group, when its target assignment was last computed (the interval's start)."""
+    """Per group, when its target assignment was last computed (the interval's start), and the
+    bumps not assigned yet: when the first and the latest were seen."""
 
-    __slots__ = ("_last_ms", "interval_ms")
+    __slots__ = ("_epoch", "_first_ms", "_last_ms", "_latest_ms", "interval_ms")
 
     def __init__(self, interval_ms: int) -> None:
         self.interval_ms = interval_ms
         self._last_ms: dict[str, int] = {}
+        self._epoch: dict[str, int] = {}  # the group epoch last seen ahead of its target
+        self._first_ms: dict[str, int] = {}  # the first bump not assigned yet
+        self._latest_ms: dict[str, int] = {}  # the latest bump not assigned yet
 
-    def due_at(self, group_id: str, now_ms: int) -> int | None:
-        """None: assign now; else the time from which the group may be assigned again."""
+    @property
+    def quiet_ms(self) -> int:
+        """A due run waits until no bump came for this long."""
+        return self.interval_ms // 5
+
+    @property
+    def max_wait_ms(self) -> int:
+        """...but not longer than this after the first bump it folds."""
+        return 5 * self.interval_ms
+
+    def due_at(self, group_id: str, group_epoch: int, now_ms: int) -> int | None:
+        """None: assign now; else the time from which the group may be assigned. `group_epoch`
+        is the group's (ahead of its assignment): a new value is a bump seen at `now_ms`."""
+        if self._epoch.get(group_id) != group_epoch:
+            self._epoch[group_id] = group_epoch
+            self._latest_ms[group_id] = now_ms
+            self._first_ms.setdefault(group_id, now_ms)
         last = self._last_ms.get(group_id)
-        if self.interval_ms <= 0 or last is None or now_ms >= last + self.interval_ms:
+        if self.interval_ms <= 0 or last is None:
             return None
-        return last + self.interval_ms
+        first = self._first_ms[group_id]
+        interval_end = last + self.interval_ms
+        if first == now_ms and now_ms >= interval_end:
+            return None  # the first bump after a quiet interval: at once
+        due = max(interval_end, self._latest_ms[group_id] + self.quiet_ms)
+        due = max(interval_end, min(due, first + self.max_wait_ms))
+        return None if now_ms >= due else due
 
     def assigned(self, group_id: str, now_ms: int) -> None:
         self._last_ms[group_id] = now_ms
+        self._first_ms.pop(group_id, None)
+        self._latest_ms.pop(group_id, None)
 
     def forget(self, group_id: str) -> None:
-        self._last_ms.pop(group_id, None)
+        for times in (self._last_ms, self._epoch, self._first_ms, self._latest_ms):
+            times.pop(group_id, None)
 
 
 class _Coordinator(Protocol):
@@ -109,8 +147,10 @@ def maybe_update_target(coord: _Coordinator, op: Op, group: ConsumerGroup) -> No
     gid = group.group_id
     if group.group_epoch <= group.assignment_epoch or not group.members:
         return
-    due_ms = coord.pacer.due_at(gid, op.now_ms)
+    due_ms = coord.pacer.due_at(gid, group.group_epoch, op.now_ms)
     if due_ms is not None:
+        # A timer already set fires at or before `due_ms` (the due time only moves later):
+        # it finds the run not due yet and sets itself again.
         if not coord.timers.scheduled(TimerKind.ASSIGNMENT, gid, ""):
             coord.timers.schedule(TimerKind.ASSIGNMENT, gid, "", due_ms)
         return
