@@ -1,6 +1,7 @@
-"""The server's batch of fast-path commits (Server.fast_offset_commit -> Runtime.submit_many),
-over real sockets: many committers at once, each answered once and durable, and a batch that
-fails closes only its own connections."""
+"""The server's batch of fast-path commits and KIP-848 heartbeats (Server.fast_offset_commit and
+fast_consumer_beat -> Runtime.submit_many), over real sockets: many committers or joining
+members at once, each answered once and durable, and a batch that fails closes only its own
+connections."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bench import wire
 from coordinator.core.coordinator import CoordinatorConfig
 from coordinator.core.topics import TopicCatalog, TopicInfo
 from coordinator.serve.journal import DiskJournal
@@ -94,6 +96,44 @@ async def test_a_failing_batch_closes_its_connections_and_the_server_goes_on(
         broken[0] = False
         conns.append(fresh := await RawConn.open(HOST, server.options.port))
         assert await fresh.commit("g", "orders", {0: 2}) == {0: 0}
+
+
+async def _consumer_beat(conn: RawConn, body: bytes) -> wire.ConsumerHeartbeatResponse:
+    conn.correlation += 1
+    conn.writer.write(wire.flexible_frame(wire.CONSUMER_GROUP_HEARTBEAT, 0, body, conn.correlation))
+    head = await asyncio.wait_for(conn.reader.readexactly(4), 10)
+    data = await asyncio.wait_for(conn.reader.readexactly(int.from_bytes(head, "big")), 10)
+    assert int.from_bytes(data[:4], "big") == conn.correlation
+    return wire.decode_consumer_group_heartbeat_v0(data[4:])
+
+
+async def test_concurrent_consumer_heartbeats_are_batched_answered_once_and_durable(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path) as (server, conns):
+        sizes: list[int] = []
+        handle_many = server.core.handle_many
+
+        def recording(commands: Any, now_ms: int) -> Any:
+            commands = list(commands)
+            sizes.append(len(commands))
+            return handle_many(commands, now_ms)
+
+        server.core.handle_many = recording  # type: ignore[method-assign]
+        conns += [await RawConn.open(HOST, server.options.port) for _ in range(COMMITTERS)]
+        join = wire.consumer_group_heartbeat_v0(
+            "cg", "", 0, rebalance_timeout_ms=60_000, topics=["orders"], owned=()
+        )
+        answers = await asyncio.gather(*(_consumer_beat(c, join) for c in conns))
+        assert [a.error_code for a in answers] == [0] * COMMITTERS
+        assert len({a.member_id for a in answers}) == COMMITTERS
+        assert sum(sizes) == COMMITTERS
+        assert max(sizes) > 1, sizes  # beats read in one pass went in together
+        journal = server.journal
+        assert isinstance(journal, DiskJournal)
+        assert journal.durable_seq() == journal.last_seq()  # every answered join is durable
+        group = server.core.state.consumer.groups["cg"]
+        assert sorted(group.members) == sorted(a.member_id for a in answers)
 
 
 @pytest.fixture(autouse=True)
