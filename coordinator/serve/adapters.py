@@ -86,6 +86,24 @@ _response_module = apis.response_module
 _ms_values: dict[int, int] = {}
 
 
+def fast_commit(
+    version: int,
+    correlation_id: int,
+    client_id: str,
+    group_id: str,
+    generation_id: int,
+    member_id: str,
+    group_instance_id: str | None,
+    retention_time_ms: int,
+    topics: tuple[m.CommitTopic, ...],
+) -> tuple[RequestHeader, m.OffsetCommit]:
+    """The fast path's OffsetCommit as the header and command `dispatch` would have made."""
+    command = m.OffsetCommit(
+        group_id, generation_id, member_id, group_instance_id, retention_time_ms, topics, version
+    )
+    return RequestHeader(apis.OFFSET_COMMIT, version, correlation_id, client_id), command
+
+
 def _ms(value: timedelta) -> int:
     """Milliseconds, one int object per distinct value: members keep their timeouts, and a few
     values are shared by thousands of them (an int above 256 is a new 32-byte object each time)."""

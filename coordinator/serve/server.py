@@ -143,7 +143,7 @@ class Connection(asyncio.Protocol):
                         return
                 elif data[5] == _OFFSET_COMMIT:
                     commit = fastpath.parse_offset_commit(
-                        data, max_frame, _fast_commit, CommitTopic, CommitPartition
+                        data, max_frame, adapters.fast_commit, CommitTopic, CommitPartition
                     )
                     if commit is not None:
                         self._busy = True  # answered when its records are durable
@@ -275,24 +275,6 @@ class Connection(asyncio.Protocol):
     @property
     def closed(self) -> bool:
         return self._closed
-
-
-def _fast_commit(
-    version: int,
-    correlation_id: int,
-    client_id: str,
-    group_id: str,
-    generation_id: int,
-    member_id: str,
-    group_instance_id: str | None,
-    retention_time_ms: int,
-    topics: tuple[CommitTopic, ...],
-) -> tuple[RequestHeader, OffsetCommit]:
-    """The fast path's OffsetCommit as the header and command `dispatch` would have made."""
-    command = OffsetCommit(
-        group_id, generation_id, member_id, group_instance_id, retention_time_ms, topics, version
-    )
-    return RequestHeader(_OFFSET_COMMIT, version, correlation_id, client_id), command
 
 
 # A request's handler: (connection, header, decoded request, its arrival clock for stats).
@@ -517,21 +499,11 @@ class Server:
 
     def fast_consumer_beat(self, conn: Connection, beat: fastpath.ConsumerHeartbeatFields) -> None:
         """Into the core as `_group_api` would, from the fast path's parse (KIP-848's beat),
-        batched with the other beats and commits read in the same pass of the loop (see
-        `fast_offset_commit`): a forming group's beats each write a record or two, and one
-        append, one held entry and one timer re-arm for the pass cost less than one per beat."""
-        runtime = self.runtime
-        assert runtime is not None  # data_received takes the fast path only with one
-        t0 = self.stats.clock() if self.stats is not None else 0
+        batched with the pass's commits (`fast_offset_commit`): a forming group's beats each
+        write a record or two; one append and one timer re-arm per pass cost less."""
+        assert self.runtime is not None  # data_received takes the fast path only with one
         header, command = consumer_adapters.fast_command(beat, conn.client_host)
-        if trace.ENABLED:
-            trace.read(conn.peer, *astuple(header))
-        reply_to = runtime.new_reply_to()
-        self._pending[reply_to] = (conn, header, None, t0)
-        batch = self._commits
-        batch.append((reply_to, command))
-        if len(batch) == 1:
-            asyncio.get_running_loop().call_soon(self._submit_commits)
+        self._into_batch(self.runtime, conn, header, None, command)
 
     def fast_offset_commit(
         self, conn: Connection, header: RequestHeader, command: OffsetCommit
@@ -543,20 +515,29 @@ class Server:
         (`_submit_commits`): one Effects, one log append, one held entry for their replies,
         instead of one of each per commit. They would all wait for the same fsync anyway; the
         batch only saves the loop's bookkeeping, about a tenth of a commit's cost."""
-        runtime = self.runtime
-        if runtime is None:
+        if self.runtime is None:
             return False
+        self._into_batch(self.runtime, conn, header, command, command)  # the command: context
+        return True
+
+    def _into_batch(
+        self,
+        runtime: Runtime,
+        conn: Connection,
+        header: RequestHeader,
+        context: object,
+        command: AnyCommand,
+    ) -> None:
+        """Queue a fast-path request for `_submit_commits`, after this pass of the loop."""
+        t0 = self.stats.clock() if self.stats is not None else 0
         if trace.ENABLED:
             trace.read(conn.peer, *astuple(header))
-        stats = self.stats
-        t0 = stats.clock() if stats is not None else 0
         reply_to = runtime.new_reply_to()
-        self._pending[reply_to] = (conn, header, command, t0)  # the command: error context
-        commits = self._commits
-        commits.append((reply_to, command))
-        if len(commits) == 1:
+        self._pending[reply_to] = (conn, header, context, t0)
+        batch = self._commits
+        batch.append((reply_to, command))
+        if len(batch) == 1:
             asyncio.get_running_loop().call_soon(self._submit_commits)
-        return True
 
     def _submit_commits(self) -> None:
         commits, self._commits = self._commits, []
