@@ -144,6 +144,12 @@ TO_COMMAND: Final[dict[int, Callable[[RequestHeader, Any, str], object]]] = {
 
 def _heartbeat_response(v: int, res: HeartbeatResponse) -> object:
     mod = response_module(CONSUMER_GROUP_HEARTBEAT, v)
+    return heartbeat_response(mod, mod.ConsumerGroupHeartbeatResponse, res)
+
+
+def heartbeat_response(mod: Any, response_type: Any, res: Any) -> object:
+    """A KIP-848-shaped heartbeat's kio response (ConsumerGroupHeartbeat's, and
+    ShareGroupHeartbeat's, whose fields are the same) from the core's result."""
     assignment = None
     if res.assignment is not None:
         assignment = mod.Assignment(
@@ -152,7 +158,7 @@ def _heartbeat_response(v: int, res: HeartbeatResponse) -> object:
                 for tp in res.assignment
             )
         )
-    return mod.ConsumerGroupHeartbeatResponse(
+    return response_type(
         throttle_time=_ZERO_THROTTLE,
         error_code=res.error,
         error_message=res.error_message,

@@ -29,6 +29,7 @@ from coordinator.core.share.messages import (
     ShareGroupHeartbeat,
     ShareHeartbeatResponse,
 )
+from coordinator.serve import consumer_adapters
 from protocol.apis import SHARE_GROUP_DESCRIBE, SHARE_GROUP_HEARTBEAT, response_module
 from protocol.codec import RequestHeader
 
@@ -64,23 +65,7 @@ TO_COMMAND: Final[dict[int, Callable[[RequestHeader, Any, str], object]]] = {
 
 def _heartbeat_response(v: int, res: ShareHeartbeatResponse) -> object:
     mod = response_module(SHARE_GROUP_HEARTBEAT, v)
-    assignment = None
-    if res.assignment is not None:
-        assignment = mod.Assignment(
-            topic_partitions=tuple(
-                mod.TopicPartitions(topic_id=tp.topic_id, partitions=tp.partitions)
-                for tp in res.assignment
-            )
-        )
-    return mod.ShareGroupHeartbeatResponse(
-        throttle_time=_ZERO_THROTTLE,
-        error_code=res.error,
-        error_message=res.error_message,
-        member_id=res.member_id,
-        member_epoch=res.member_epoch,
-        heartbeat_interval=i32Timedelta.parse(timedelta(milliseconds=res.heartbeat_interval_ms)),
-        assignment=assignment,
-    )
+    return consumer_adapters.heartbeat_response(mod, mod.ShareGroupHeartbeatResponse, res)
 
 
 def _describe_response(v: int, res: ShareGroupDescribeResult) -> object:
