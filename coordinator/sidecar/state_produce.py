@@ -147,12 +147,12 @@ class StateProducer:
         self._refreshing: asyncio.Future[None] | None = None
         self._flush_soon: set[int] = set()
         self._seq = 0
-        self._closed = False
+        self.closed = False
         self.requests = 0  # Produce requests sent (batches / requests: partitions per request)
         self.batches = 0
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
         for queue in self._queues.values():
             if queue.link is not None:
                 queue.link.close()  # fails what is in flight
@@ -175,7 +175,7 @@ class StateProducer:
         deadline = loop.time() + DELIVERY_TIMEOUT_S
         backoff = BACKOFF_MIN_S
         while True:
-            if self._closed:
+            if self.closed:
                 raise StateUnavailableError("the producer was closed")
             try:  # (bounded: a request unanswered for DELIVERY_TIMEOUT_S closes its link)
                 return await self._attempt(partition, batch)
@@ -216,7 +216,7 @@ class StateProducer:
 
     def _flush(self, queue: _Queue) -> None:
         self._flush_soon.discard(queue.node_id)
-        if self._closed or not queue.waiting or queue.in_flight >= self.max_in_flight:
+        if self.closed or not queue.waiting or queue.in_flight >= self.max_in_flight:
             return
         link = queue.link
         if link is None or link.closed:

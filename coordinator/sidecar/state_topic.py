@@ -218,9 +218,12 @@ class StateTopic:
         self._own_upstreams = upstreams is None
         if upstreams is None:
             upstreams = Upstreams(parse_upstream(str(options()["bootstrap_servers"])))
+        self._observe = observe
         self.records = StateProducer(upstreams, name, observe)
 
     async def start(self) -> None:
+        if self.records.closed:  # started again after a failed start (Fleet._run retries)
+            self.records = StateProducer(self.records.upstreams, self.name, self._observe)
         await self._ensure_topic()
         producer = AIOKafkaProducer(
             **self._options(),
