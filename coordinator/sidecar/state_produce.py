@@ -146,6 +146,7 @@ class StateProducer:
         self._locks: dict[int, asyncio.Lock] = {}  # per partition: one batch on its way at a time
         self._refreshing: asyncio.Future[None] | None = None
         self._flush_soon: set[int] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._seq = 0
         self.closed = False
         self.requests = 0  # Produce requests sent (batches / requests: partitions per request)
@@ -223,7 +224,9 @@ class StateProducer:
             queue.link = None
             if not queue.connecting:
                 queue.connecting = True
-                asyncio.get_running_loop().create_task(self._connect(queue))
+                task = asyncio.get_running_loop().create_task(self._connect(queue))
+                self._tasks.add(task)  # (a task nobody refers to may be collected mid-way)
+                task.add_done_callback(self._tasks.discard)
             return
         taken: list[Waiter] = []
         left: list[Waiter] = []
@@ -301,7 +304,9 @@ class StateProducer:
             if broker is None:
                 raise UpstreamUnavailable(f"node {queue.node_id} is not known")
             queue.link = await broker.connect()
-        except UpstreamUnavailable as exc:
+        except Exception as exc:  # UpstreamUnavailable; anything else must not strand the queue
+            if not isinstance(exc, UpstreamUnavailable):
+                log.warning("connecting to node %d for state writes: %r", queue.node_id, exc)
             self._drop_leaders(queue.node_id)
             waiting, queue.waiting = queue.waiting, []
             _fail(waiting, _Retry(str(exc)))
@@ -332,8 +337,8 @@ class StateProducer:
                 self.upstreams.update(rewrite.metadata_brokers(response))
             _, _, leaders = rewrite.topic_infos(response)
             self.leaders.update({p: n for (t, p), n in leaders.items() if t == self.topic})
-        except (UpstreamUnavailable, RewriteError) as exc:
-            raise _Retry(f"reading the leaders of {self.topic}: {exc}") from None
+        except Exception as exc:  # UpstreamUnavailable, RewriteError: retried (send's deadline)
+            raise _Retry(f"reading the leaders of {self.topic}: {exc!r}") from None
         finally:
             self._refreshing = None
             future.set_result(None)

@@ -171,3 +171,28 @@ async def test_order_is_kept_per_partition_across_retries_and_pipelined_requests
         assert len(partitions) == len(set(partitions)), request  # one batch per partition
     # Batches of many partitions share a request (fewer requests than batches).
     assert len(relay.produced) < 10 * PARTITIONS, len(relay.produced)
+
+
+async def test_a_write_whose_connection_closes_is_retried_and_its_second_copy_examined(
+    topic: StateTopic, relay: ProduceScript
+) -> None:
+    """The broker wrote the batch but its answer never came (the connection closed): the write
+    is retried on a new connection, lands again after the offset its writer expected, and the
+    writer finds its own first copy there (not a stale owner's record: nothing to repair)."""
+    journal, failures = FleetJournal(PARTITIONS), []
+    [group] = groups_on(5)
+    await writer_for(topic, journal, 5, failures)
+    relay.hold()
+    seq = journal.append([commit(group, 3)])
+    await rc.wait_until(lambda: relay.held >= 1, 20, "the broker's answer to be held")
+    await relay.stop()  # every relayed connection reset, the answer with it
+    relay.release()
+    await relay.start()
+    await asyncio.wait_for(journal.wait_durable(seq), 20)
+    assert not journal.lost(seq) and not failures
+    assert await offsets_read(topic, 5) == [3, 3]  # written twice, both ours
+    writer = journal.writers[5]
+    assert getattr(writer, "repaired_keys", None) == 0
+    seq = journal.append([commit(group, 4)])  # and the writer goes on where the log ends
+    await asyncio.wait_for(journal.wait_durable(seq), 20)
+    assert await offsets_read(topic, 5) == [3, 3, 4] and not failures
