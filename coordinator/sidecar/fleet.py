@@ -193,6 +193,8 @@ class Fleet:
             options.replication_factor,
             options.min_insync_replicas,
             lambda: client_options(options.bootstrap, options.security),
+            sidecar.upstreams,  # the records go on the sidecar's own links (state_produce)
+            functools.partial(sidecar.observe_metadata, full=False),
         )
         # ACLs and credentials, when the listener is secured (coordinator.sidecar.fleet_security).
         self.security: SecurityTopic | None = None
@@ -673,6 +675,10 @@ class Fleet:
             "rebalances": self.rebalances,
             "error": self.last_error,
             "members": sorted({addr for _, addr in self.owner_map.owners.values()}),
+            # The state writes (coordinator.sidecar.state_produce): batches / produce_requests is
+            # how many partitions' batches a Produce carried.
+            "produce_requests": self.topic.records.requests,
+            "batches": self.topic.records.batches,
             "partitions": [
                 {
                     "partition": part.partition,

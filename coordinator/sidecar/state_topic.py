@@ -23,7 +23,10 @@ would delete the key's valid value before it. The owner rewrites such keys with 
 Until then min.compaction.lag.ms (set at creation) keeps compaction away from recent records.
 
 Every aiokafka client is made with `client_options` (coordinator.sidecar.upstream_clients): the
-one place for upstream connection settings (security goes there).
+one place for upstream connection settings (security goes there). The records themselves are
+written by a Produce of our own on the sidecar's upstream links (coordinator.sidecar.state_produce
+says why: aiokafka's per-message path was a quarter of a member's CPU under commits); aiokafka
+writes the claims (one per ownership change) and reads.
 """
 
 from __future__ import annotations
@@ -40,9 +43,13 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from coordinator.core.record_codec import decode_record
 from coordinator.core.records import Record, TopicKey
+from coordinator.serve.addresses import parse_upstream
+from coordinator.sidecar.state_produce import StateProducer, StateUnavailableError
+from coordinator.sidecar.upstream import Upstreams
 
 log = logging.getLogger("groupcoord.fleet.state")
 
@@ -195,7 +202,12 @@ class StateTopic:
         replication_factor: int,
         min_insync_replicas: int,
         options: Callable[[], dict[str, Any]],
+        upstreams: Upstreams | None = None,
+        observe: Callable[[Any], None] | None = None,
     ) -> None:
+        """`upstreams`: the sidecar's brokers, whose links the records are written on, and
+        `observe` what it learns from a Metadata answer (Sidecar.observe_metadata); without
+        them (tests, tools), links of its own to the bootstrap's brokers, plaintext."""
         self.name = name
         self.partitions = partitions
         self.replication_factor = replication_factor
@@ -203,8 +215,15 @@ class StateTopic:
         self._options = options
         self.producer: AIOKafkaProducer | None = None
         self._reader: AIOKafkaConsumer | None = None
+        self._own_upstreams = upstreams is None
+        if upstreams is None:
+            upstreams = Upstreams(parse_upstream(str(options()["bootstrap_servers"])))
+        self._observe = observe
+        self.records = StateProducer(upstreams, name, observe)
 
     async def start(self) -> None:
+        if self.records.closed:  # started again after a failed start (Fleet._run retries)
+            self.records = StateProducer(self.records.upstreams, self.name, self._observe)
         await self._ensure_topic()
         producer = AIOKafkaProducer(
             **self._options(),
@@ -244,6 +263,9 @@ class StateTopic:
         )
 
     async def stop(self) -> None:
+        self.records.close()
+        if self._own_upstreams:
+            self.records.upstreams.close()
         if self.producer is not None:
             await self.producer.stop()
         if self._reader is not None:
@@ -257,8 +279,13 @@ class StateTopic:
         """Append entries with acks=all under `claim`'s headers, as one batch or, over
         MAX_BATCH_BYTES, several in order: [(base offset, record count)] per batch. Raises
         StateUnavailable; the caller checks where each batch landed."""
-        assert self.producer is not None
-        return await append(self.producer, self.name, partition, entries, headers(claim))
+        landed: list[tuple[int, int]] = []
+        try:
+            for batch, count in record_batches(entries, headers(claim)):
+                landed.append((await self.records.send(partition, batch), count))
+        except StateUnavailableError as exc:
+            raise StateUnavailable(f"write to {self.name}[{partition}] failed: {exc}") from exc
+        return landed
 
     async def write_claim(self, partition: int, claim: Claim) -> int:
         """Append a claim; return its offset."""
@@ -416,6 +443,40 @@ def log_topic(role: str, name: str, created: NewTopic | None) -> None:
         created.num_partitions,
         created.replication_factor,
         configs,
+    )
+
+
+def record_batches(
+    entries: list[tuple[bytes, bytes | None]], record_headers: list[tuple[str, bytes]]
+) -> list[tuple[bytes, int]]:
+    """`entries` as RecordBatch v2 (aiokafka's C builder; producer id -1: neither idempotent nor
+    transactional, which tansu refuses), each under MAX_BATCH_BYTES: [(batch, record count)].
+    Raises StateUnavailable for a record larger than a batch."""
+    out: list[tuple[bytes, int]] = []
+    builder = _builder()
+    count = 0
+    for key, value in entries:
+        if builder.append(count, None, key, value, record_headers) is None:  # full
+            out.append((bytes(builder.build()), count))
+            builder, count = _builder(), 0
+            builder.append(0, None, key, value, record_headers)
+        count += 1
+        if count == 1 and builder.size() > MAX_BATCH_BYTES:
+            raise StateUnavailable("a record for the state topic is larger than a batch")
+    if count:
+        out.append((bytes(builder.build()), count))
+    return out
+
+
+def _builder() -> DefaultRecordBatchBuilder:
+    return DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=MAX_BATCH_BYTES,
     )
 
 

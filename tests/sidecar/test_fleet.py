@@ -308,6 +308,10 @@ async def test_a_member_started_before_its_upstream_waits_for_it(stack: Stack) -
     await settled(stack, [member], timeout=30)
     await rc.wait_until(lambda: readyz(member)[0] == 200, 10, "the member to be ready")
     assert member.proc.poll() is None
+    # Its state writes work after the failed starts (each start makes its producer anew).
+    await create_topic(f"127.0.0.1:{relay_port}", "t", 1)
+    assert await commit(member.port, "early", "t", {0: 5}) == 0
+    assert await fetch(member.port, "early", "t", 1) == {0: 5}
 
 
 async def test_claims_of_an_earlier_fleet_era_do_not_block_a_new_one(
