@@ -50,8 +50,9 @@ from coordinator.core.share.records import (
 )
 from coordinator.sidecar import rewrite
 from coordinator.sidecar.placement import Placement
+from coordinator.sidecar.share_readahead import ReadAhead
 from coordinator.sidecar.share_session import Context, ShareSessions, TopicIdPartition
-from coordinator.sidecar.share_state import Acquired, ShareState
+from coordinator.sidecar.share_state import Acquired, PartitionKey, ShareState
 from coordinator.sidecar.share_upstream import EARLIEST, Fetched, fetch, start_offset
 from coordinator.sidecar.upstream import UpstreamUnavailable
 from protocol.varint import skip_tagged_fields
@@ -59,7 +60,7 @@ from protocol.varint import skip_tagged_fields
 if TYPE_CHECKING:
     from coordinator.core.topics import TopicInfo
     from coordinator.sidecar.placement import Locator
-    from coordinator.sidecar.upstream import Upstreams
+    from coordinator.sidecar.upstream import Broker, Upstreams
 
 log = logging.getLogger("groupcoord.share")
 
@@ -147,6 +148,9 @@ class ShareService:
         # Bytes per record in each partition's last upstream Fetch: a ShareFetch asks the upstream
         # for about what its MaxRecords need (ShareService._sized).
         self._record_bytes: dict[TopicIdPartition, float] = {}
+        # Upstream records fetched ahead of the ShareFetches (coordinator.sidecar.share_readahead)
+        self.readahead: ReadAhead[PartitionKey] = ReadAhead()
+        self._refills: dict[PartitionKey, asyncio.Task[None]] = {}
 
     def request(
         self,
@@ -475,7 +479,17 @@ class ShareService:
             if offset is None:  # as many records in flight as it may have: wait for some
                 return Fetched(ErrorCode.none)
             committed = self.state.read_committed(group_id)
-            result = await fetch(broker, topic, tp[1], offset, max_bytes, wait_ms, committed)
+            key = (group_id, tp[0], tp[1])
+            view = await self._buffered(key, offset, max_bytes, committed)
+            if view is not None:
+                self._refill(key, broker, topic, offset, committed)
+                return view
+            # Not read ahead: fetched now, the read-ahead's worth and kept, unless the offset
+            # lies below what the buffer holds (a redelivery: the records past it are there).
+            held = self.readahead.buffered(key)
+            below = held is not None and offset < held[0]
+            size = max_bytes if below else max(max_bytes, self.readahead.limit)
+            result = await fetch(broker, topic, tp[1], offset, size, wait_ms, committed)
         except (UpstreamUnavailable, rewrite.RewriteError) as exc:
             log.debug("share fetch of %s-%d upstream failed: %s", topic, tp[1], exc)
             sidecar.refresh_soon()
@@ -500,10 +514,57 @@ class ShareService:
         if result.error != ErrorCode.none:
             sidecar.refresh_soon()
             return ErrorCode.not_leader_or_follower  # a leader moved, or is being elected
-        if result.batches:
-            count = result.batches[-1].last_offset - result.batches[0].base_offset + 1
-            self._record_bytes[tp] = len(result.records) / max(count, 1)
-        return result
+        if below:
+            return result
+        self.readahead.keep(key, result, committed)
+        view = self.readahead.take(key, offset, max_bytes, committed)
+        if view is None:
+            return result
+        if view.batches:
+            count = view.batches[-1].last_offset - view.batches[0].base_offset + 1
+            self._record_bytes[tp] = (view.batches[-1].end - view.batches[0].start) / count
+        self._refill(key, broker, topic, offset, committed)
+        return view
+
+    async def _buffered(
+        self, key: PartitionKey, offset: int, max_bytes: int, committed: bool
+    ) -> Fetched | None:
+        """The records from `offset` out of the read-ahead, waiting for a refill under way that
+        will hold them; None when it does not hold them."""
+        view = self.readahead.take(key, offset, max_bytes, committed)
+        if view is not None:
+            return view
+        refill = self._refills.get(key)
+        held = self.readahead.buffered(key)
+        if refill is None or held is None or not held[0] <= offset <= held[1] + 1:
+            return None
+        await asyncio.shield(refill)
+        return self.readahead.take(key, offset, max_bytes, committed)
+
+    def _refill(
+        self, key: PartitionKey, broker: Broker, topic: str, offset: int, committed: bool
+    ) -> None:
+        """Fetch the next chunk of `key`'s records in the background, if its read-ahead runs
+        low (ReadAhead.wanted) and no refill is under way (coordinator.sidecar.share_readahead)."""
+        if key in self._refills:
+            return
+        held = self.readahead.buffered(key)
+        size = self.readahead.wanted(key, offset)
+        if held is None or size <= 0:
+            return
+
+        async def refill() -> None:
+            try:
+                result = await fetch(
+                    broker, topic, key[2], held[1] + 1, size, _FIRST_PASS_WAIT_MS, committed
+                )
+                self.readahead.keep(key, result, committed)
+            except (UpstreamUnavailable, rewrite.RewriteError) as exc:
+                log.debug("share read-ahead of %s-%d failed: %s", topic, key[2], exc)
+            finally:
+                self._refills.pop(key, None)
+
+        self._refills[key] = self._sidecar.spawn(refill())
 
     def _fetch_error(self, version: int, error: ErrorCode, message: str | None) -> Any:
         module = response_module(SHARE_FETCH, version)
