@@ -46,6 +46,16 @@ import heapq
 from collections.abc import Iterable, Sequence
 
 from coordinator.core.messages import ErrorCode
+from coordinator.core.share.inflight import (
+    ACCEPT,
+    ACKNOWLEDGED,
+    ACQUIRED,
+    ARCHIVED,
+    AVAILABLE,
+    RENEW,
+    Rec,
+    state_batches,
+)
 from coordinator.core.share.persisted import (
     NO_START_OFFSET,
     RecordState,
@@ -83,17 +93,6 @@ AcknowledgementBatch = tuple[int, int, Sequence[int]]  # (first offset, last off
 _MIN_THROTTLE_DELIVERY_COUNT = 2  # SharePartition.MINIMUM_THROTTLE_RECORDS_DELIVERY_LIMIT
 
 
-class _Rec:
-    __slots__ = ("delivery_count", "expiry_ms", "lock", "member_id", "state")
-
-    def __init__(self, state: RecordState, delivery_count: int) -> None:
-        self.state = state
-        self.delivery_count = delivery_count
-        self.member_id = ""
-        self.lock = 0  # the acquisition lock's token while ACQUIRED
-        self.expiry_ms = 0
-
-
 class SharePartition:
     """The mutable state of one share partition; see the module docstring."""
 
@@ -113,14 +112,14 @@ class SharePartition:
         self.updates_since_snapshot = 0
         self._start = start_offset
         self._end = start_offset - 1  # no offset in flight
-        self._recs: dict[int, _Rec] = {}  # [start, end] and acquired ones left below start
+        self._recs: dict[int, Rec] = {}  # [start, end] and acquired ones left below start
         self._heap: list[tuple[int, int]] = []  # (expiry, lock token), stale entries skipped
         self._lock_ranges: dict[int, list[tuple[int, int]]] = {}
         self._lock_live: dict[int, int] = {}  # token -> offsets still holding it
         self._heap_expiry: dict[int, int] = {}  # expiry of the lock being filled
         self._next_token = 1
         self._base = start_offset  # the lowest offset kept
-        self._changes: dict[int, _Rec] = {}
+        self._changes: dict[int, Rec] = {}
         self._start_before = start_offset
         self.expired_locks = 0  # acquisition locks that timed out (a metric, not persisted)
 
@@ -152,8 +151,9 @@ class SharePartition:
 
     def next_fetch_offset(self) -> int:
         """Where the next upstream fetch starts: the first AVAILABLE offset, else past SPEO."""
+        recs = self._recs
         for offset in range(self._start, self._end + 1):
-            if self._recs[offset].state is RecordState.AVAILABLE:
+            if recs[offset].state is AVAILABLE:
                 return offset
         return self._end + 1
 
@@ -170,7 +170,12 @@ class SharePartition:
         return self._heap[0][0] if self._heap else None
 
     def delivery_complete_count(self) -> int:
-        return sum(1 for o in range(self._start, self._end + 1) if self._recs[o].state.terminal)
+        recs = self._recs
+        return sum(
+            1
+            for o in range(self._start, self._end + 1)
+            if (state := recs[o].state) is ACKNOWLEDGED or state is ARCHIVED
+        )
 
     def acquire(
         self,
@@ -286,11 +291,19 @@ class SharePartition:
             cut = first + limit - 1
             last = cut if mode is AcquireMode.RECORD_LIMIT else batch_end(batches, cut)
         for offset in range(self._end + 1, first):
-            self._recs[offset] = rec = _Rec(RecordState.AVAILABLE, 0)  # a hole upstream
+            self._recs[offset] = rec = Rec(RecordState.AVAILABLE, 0)  # a hole upstream
             self._set(offset, rec, RecordState.ARCHIVED)
+        # _take for each new offset, its lock's bookkeeping done once for the run
+        recs, expiry = self._recs, self._heap_expiry[lock]
         for offset in range(first, last + 1):
-            rec = self._recs[offset] = _Rec(RecordState.AVAILABLE, 0)
-            self._take(offset, rec, member_id, lock, 1)
+            recs[offset] = Rec(ACQUIRED, 1, member_id, lock, expiry)
+        if last >= first:
+            self._lock_live[lock] = self._lock_live.get(lock, 0) + last - first + 1
+            ranges = self._lock_ranges.setdefault(lock, [])
+            if ranges and ranges[-1][1] == first - 1:
+                ranges[-1] = (ranges[-1][0], last)
+            else:
+                ranges.append((first, last))
         self._end = last
         if mode is AcquireMode.RECORD_LIMIT or batch_size is None or last - first + 1 <= batch_size:
             return [AcquiredRecords(first, last, 1)]
@@ -333,16 +346,23 @@ class SharePartition:
             if refused is not None:
                 return refused
         renewed: list[int] = []
+        recs, changes = self._recs, self._changes
+        accepted: dict[int, int] = {}  # lock token -> offsets accepted (_unlock, once per lock)
         for offset, ack in plan.items():
-            rec = self._recs[offset]
-            if ack is AcknowledgeType.ACCEPT:
-                self._set(offset, rec, RecordState.ACKNOWLEDGED)
+            rec = recs[offset]
+            if ack is ACCEPT:  # _set(offset, rec, ACKNOWLEDGED) of an ACQUIRED record
+                accepted[rec.lock] = accepted.get(rec.lock, 0) + 1
+                rec.state = ACKNOWLEDGED
+                rec.member_id = ""
+                changes[offset] = rec
             elif ack is AcknowledgeType.RELEASE:
                 self._release(offset, rec)
             elif ack is AcknowledgeType.RENEW:
                 renewed.append(offset)
             else:  # REJECT, GAP
                 self._set(offset, rec, RecordState.ARCHIVED)
+        for token, count in accepted.items():
+            self._unlock_many(token, count)
         if renewed:
             lock = self._new_lock(now_ms)
             for offset in renewed:
@@ -373,14 +393,18 @@ class SharePartition:
             return Acknowledged(bad, None, "The first offset in request is past acquired records.")
         if last > self._end:
             return Acknowledged(bad, None, "The last offset in request is past acquired records.")
+        recs = self._recs
+        acks = [AcknowledgeType(t) for t in types]
+        single = acks[0] if len(acks) == 1 else None
+        renew_refused = not self.config.renew_enabled
         for offset in range(max(first, self._start), last + 1):
-            rec = self._recs[offset]
-            if rec.state is not RecordState.ACQUIRED or offset in plan:
+            rec = recs[offset]
+            if rec.state is not ACQUIRED or offset in plan:
                 return Acknowledged(wrong, None, "The offset is not acquired.")
             if rec.member_id != member_id:
                 return Acknowledged(wrong, None, "Member is not the owner of offset.")
-            ack = AcknowledgeType(types[0] if len(types) == 1 else types[offset - first])
-            if ack is AcknowledgeType.RENEW and not self.config.renew_enabled:
+            ack = single if single is not None else acks[offset - first]
+            if ack is RENEW and renew_refused:
                 return Acknowledged(wrong, None, "Renewing acquisition locks is not enabled.")
             plan[offset] = ack
         return None
@@ -432,7 +456,7 @@ class SharePartition:
             start_offset=self._start,
             delivery_complete_count=self.delivery_complete_count(),
             state_batches=tuple(
-                _batches((o, self._recs[o]) for o in range(self._start, self._end + 1))
+                state_batches((o, self._recs[o]) for o in range(self._start, self._end + 1))
             ),
         )
 
@@ -474,9 +498,9 @@ class SharePartition:
         for batch in batches:
             for offset in range(max(batch.first_offset, self._start), batch.last_offset + 1):
                 for hole in range(self._end + 1, offset):
-                    self._recs[hole] = _Rec(RecordState.AVAILABLE, 0)
+                    self._recs[hole] = Rec(RecordState.AVAILABLE, 0)
                 self._end = max(self._end, offset)
-                self._recs[offset] = _Rec(RecordState(batch.delivery_state), batch.delivery_count)
+                self._recs[offset] = Rec(RecordState(batch.delivery_state), batch.delivery_count)
         self._advance()
 
     def _begin(self) -> None:
@@ -495,17 +519,17 @@ class SharePartition:
             leader_epoch=self.leader_epoch,
             start_offset=self._start if moved else NO_START_OFFSET,
             delivery_complete_count=self.delivery_complete_count(),
-            state_batches=tuple(_batches(changed, keep_undelivered=True)),
+            state_batches=tuple(state_batches(changed, keep_undelivered=True)),
         )
 
-    def _set(self, offset: int, rec: _Rec, state: RecordState) -> None:
+    def _set(self, offset: int, rec: Rec, state: RecordState) -> None:
         if rec.state is RecordState.ACQUIRED:
             self._unlock(rec)
         rec.state = state
         rec.member_id = ""
         self._changes[offset] = rec
 
-    def _release(self, offset: int, rec: _Rec) -> None:
+    def _release(self, offset: int, rec: Rec) -> None:
         spent = rec.delivery_count >= self.config.delivery_count_limit
         self._set(
             offset,
@@ -513,7 +537,7 @@ class SharePartition:
             RecordState.ARCHIVED if spent or offset < self._start else RecordState.AVAILABLE,
         )
 
-    def _take(self, offset: int, rec: _Rec, member_id: str, lock: int, delivery_count: int) -> None:
+    def _take(self, offset: int, rec: Rec, member_id: str, lock: int, delivery_count: int) -> None:
         if rec.state is RecordState.ACQUIRED:
             self._unlock(rec)
         rec.state = RecordState.ACQUIRED
@@ -528,13 +552,16 @@ class SharePartition:
         else:
             ranges.append((offset, offset))
 
-    def _unlock(self, rec: _Rec) -> None:
-        left = self._lock_live.get(rec.lock, 0) - 1
+    def _unlock(self, rec: Rec) -> None:
+        self._unlock_many(rec.lock, 1)
+
+    def _unlock_many(self, token: int, count: int) -> None:
+        left = self._lock_live.get(token, 0) - count
         if left > 0:
-            self._lock_live[rec.lock] = left
+            self._lock_live[token] = left
         else:
-            self._lock_live.pop(rec.lock, None)
-            self._lock_ranges.pop(rec.lock, None)
+            self._lock_live.pop(token, None)
+            self._lock_ranges.pop(token, None)
 
     def _new_lock(self, now_ms: int) -> int:
         token = self._next_token
@@ -548,37 +575,19 @@ class SharePartition:
             heapq.heappush(self._heap, (expiry, token))
 
     def _advance(self) -> None:
-        while self._start <= self._end and self._recs[self._start].state.terminal:
-            self._start += 1
+        recs, start, end = self._recs, self._start, self._end
+        while start <= end and ((state := recs[start].state) is ACKNOWLEDGED or state is ARCHIVED):
+            start += 1
+        self._start = start
         # Forget what lies below the SPSO, up to the first record still acquired there.
-        while self._base < self._start:
-            rec = self._recs.get(self._base)
+        base = self._base
+        while base < start:
+            rec = recs.get(base)
             if rec is None:
-                self._base = min((o for o in self._recs if o < self._start), default=self._start)
-            elif rec.state is RecordState.ACQUIRED:
+                base = min((o for o in recs if o < start), default=start)
+            elif rec.state is ACQUIRED:
                 break
             else:
-                del self._recs[self._base]
-                self._base += 1
-
-
-def _batches(
-    items: Iterable[tuple[int, _Rec]], *, keep_undelivered: bool = False
-) -> list[StateBatch]:
-    out: list[StateBatch] = []
-    for offset, rec in items:
-        state, count = rec.state, rec.delivery_count
-        if state is RecordState.ACQUIRED:
-            state, count = RecordState.AVAILABLE, count - 1
-        if state is RecordState.AVAILABLE and count == 0 and not keep_undelivered:
-            continue
-        last = out[-1] if out else None
-        if (
-            last
-            and last.last_offset == offset - 1
-            and (last.delivery_state, last.delivery_count) == (state, count)
-        ):
-            out[-1] = StateBatch(last.first_offset, offset, state, count)
-        else:
-            out.append(StateBatch(offset, offset, state, count))
-    return out
+                del recs[base]
+                base += 1
+        self._base = base
