@@ -14,9 +14,11 @@ A ShareFetch, in Kafka's order (KafkaApis.handleShareFetchRequest):
    in that partition's AcknowledgeErrorCode;
 3. the final epoch (-1): the member's acquired records go back (Kafka's releaseSession), nothing
    is fetched;
-4. otherwise the session's partitions are fetched upstream from each one's next fetch offset and
-   records are acquired for the member, at most MaxRecords in all; when none could be acquired
-   the request waits, up to MaxWaitMs, for records to arrive upstream or to be released here.
+4. otherwise records are acquired for the member from each of the session's partitions, from
+   its next fetch offset, at most MaxRecords in all: out of the partition's read-ahead
+   (coordinator.sidecar.share_readahead: upstream batches fetched before they were asked for,
+   refilled in the background), else with an upstream Fetch; when none could be acquired the
+   request waits, up to MaxWaitMs, for records to arrive upstream or to be released here.
 The records returned are the upstream's record batches that hold acquired offsets; the client
 keeps only the offsets in AcquiredRecords, as with Kafka.
 
@@ -78,6 +80,10 @@ _FETCH_MIN_BYTES: Final = (
 )  # the least a sized upstream Fetch asks for (ShareService._sized)
 _FETCH_HEADROOM: Final = 1.25  # records' sizes vary: ask a quarter more than the estimate
 _FIRST_PASS_WAIT_MS: Final = 1  # a ShareFetch's first upstream Fetch (ShareService._acquire)
+# A refill's upstream MaxWaitMs: tansu 0.6 gathers batches until MaxBytes or MaxWaitMs (a 1 ms
+# Fetch brings one batch of 100 records, a longer one 1 MiB in ~10 ms); Kafka answers at once
+# when it has records (MinBytes 1), so it costs nothing there.
+_READ_AHEAD_WAIT_MS: Final = 50
 _REPOLL_S: Final = 0.1  # an upstream that answered early with no records is asked again after it
 
 
@@ -480,7 +486,7 @@ class ShareService:
                 return Fetched(ErrorCode.none)
             committed = self.state.read_committed(group_id)
             key = (group_id, tp[0], tp[1])
-            view = await self._buffered(key, offset, max_bytes, committed)
+            view = await self._buffered(key, offset, max_bytes, committed, wait_ms)
             if view is not None:
                 self._refill(key, broker, topic, offset, committed)
                 return view
@@ -527,10 +533,11 @@ class ShareService:
         return view
 
     async def _buffered(
-        self, key: PartitionKey, offset: int, max_bytes: int, committed: bool
+        self, key: PartitionKey, offset: int, max_bytes: int, committed: bool, wait_ms: int
     ) -> Fetched | None:
-        """The records from `offset` out of the read-ahead, waiting for a refill under way that
-        will hold them; None when it does not hold them."""
+        """The records from `offset` out of the read-ahead, waiting up to `wait_ms` for a refill
+        under way that will hold them (nothing yet: an empty answer); None when the caller must
+        fetch them upstream."""
         view = self.readahead.take(key, offset, max_bytes, committed)
         if view is not None:
             return view
@@ -538,8 +545,11 @@ class ShareService:
         held = self.readahead.buffered(key)
         if refill is None or held is None or not held[0] <= offset <= held[1] + 1:
             return None
-        await asyncio.shield(refill)
-        return self.readahead.take(key, offset, max_bytes, committed)
+        await asyncio.wait({refill}, timeout=wait_ms / 1000)
+        view = self.readahead.take(key, offset, max_bytes, committed)
+        if view is None and not refill.done():
+            return Fetched(ErrorCode.none)  # still on its way: the caller waits, or asks again
+        return view
 
     def _refill(
         self, key: PartitionKey, broker: Broker, topic: str, offset: int, committed: bool
@@ -556,7 +566,7 @@ class ShareService:
         async def refill() -> None:
             try:
                 result = await fetch(
-                    broker, topic, key[2], held[1] + 1, size, _FIRST_PASS_WAIT_MS, committed
+                    broker, topic, key[2], held[1] + 1, size, _READ_AHEAD_WAIT_MS, committed
                 )
                 self.readahead.keep(key, result, committed)
             except (UpstreamUnavailable, rewrite.RewriteError) as exc:
