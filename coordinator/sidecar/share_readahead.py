@@ -130,9 +130,12 @@ class ReadAhead(Generic[K]):
             return 0
         return self.limit - held
 
-    def keep(self, key: K, fetched: Fetched, committed: bool) -> None:
-        """An upstream Fetch's answer for `key`: appended when it starts right after what the
-        buffer holds (a refill), else it replaces the buffer."""
+    def keep(
+        self, key: K, fetched: Fetched, committed: bool, fetched_from: int | None = None
+    ) -> None:
+        """An upstream Fetch's answer for `key` (asked from `fetched_from`, default its first
+        batch's base offset): appended when it was asked from right after what the buffer holds
+        (a refill: a gap before its first batch is compaction's), else it replaces the buffer."""
         if fetched.error != ErrorCode.none or not fetched.batches:
             return
         buf = self._buffers.get(key)
@@ -142,7 +145,7 @@ class ReadAhead(Generic[K]):
             self._buffers[key] = buf
         else:
             self._buffers.move_to_end(key)
-        first = fetched.batches[0].base_offset
+        first = fetched.batches[0].base_offset if fetched_from is None else fetched_from
         if buf.batches and not buf.batches[0].base_offset <= first <= buf.last_offset + 1:
             self._bytes -= buf.size
             buf.batches, buf.records, buf.deliverable = [], b"", set()

@@ -82,6 +82,16 @@ def test_a_refill_appends_and_a_jump_replaces() -> None:
     assert ra.bytes == BATCH_BYTES
 
 
+def test_a_refill_past_a_compacted_gap_appends() -> None:
+    ra: ReadAhead[str] = ReadAhead(limit=100 * BATCH_BYTES)
+    ra.keep("p", fetched(0, 2), False)
+    ra.keep("p", fetched(50, 1), False, fetched_from=20)  # 20-49 compacted away upstream
+    assert ra.buffered("p") == (0, 59)
+    assert offsets(ra.take("p", 15, 10 * BATCH_BYTES, False)) == [(10, 19), (50, 59)]
+    ra.keep("p", fetched(100, 1), False, fetched_from=100)  # asked from elsewhere: replaces
+    assert ra.buffered("p") == (100, 109)
+
+
 def test_bounded_in_bytes_per_partition_and_in_all() -> None:
     ra: ReadAhead[str] = ReadAhead(limit=4 * BATCH_BYTES, total=6 * BATCH_BYTES)
     assert ra.wanted("a", 0) == 4 * BATCH_BYTES  # nothing held
