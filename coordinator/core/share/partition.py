@@ -19,8 +19,8 @@ How the shell uses it (the ShareFetch / ShareAcknowledge side, sidecar mode):
 - `release_member(member)` when a member leaves or its share session closes;
   `expire(now_ms)` at `next_deadline()`; `advance_start_offset(log_start_offset)` when the
   upstream log start moved past the start offset (retention, DeleteRecords).
-- Every method that changes persisted state returns a `ShareUpdate` (or None when nothing
-  persisted changed). Write it; every `snapshot_due()` updates, write `take_snapshot()` instead.
+- Every method that changes persisted state returns a `ShareUpdate` (None: nothing persisted
+  changed). Write it; every `snapshot_due()` updates, write `take_snapshot()` instead.
 
 Rules (Kafka's, cited by method):
 - SPSO (`start_offset`) is the first offset not yet terminal; it only moves forward, over
@@ -33,11 +33,11 @@ Rules (Kafka's, cited by method):
 - ACQUIRED is never persisted: a restart forgets the locks and the delivery that was running,
   as Kafka does (its persister only writes AVAILABLE, ACKNOWLEDGED and ARCHIVED).
 
-Intended differences from Kafka: state is kept per offset rather than per fetched batch, so a
-redelivery is cut at exactly `max_records` (Kafka may hand out a whole previously fetched batch);
-records past `max_records` of a fetched batch in record_limit mode are not cached (they are
-fetched again, where Kafka keeps them AVAILABLE with delivery count 0); the throttle of records
-near their delivery limit halves `max_records` rather than the in-flight batch's size.
+Intended differences from Kafka: state is per offset once anything but a whole ACCEPT touches a
+run (inflight.Run), so a redelivery is cut at exactly `max_records` (Kafka may hand out a whole
+fetched batch); records past `max_records` of a fetched batch in record_limit mode are not cached
+(fetched again; Kafka keeps them AVAILABLE, delivery count 0); the throttle of records near their
+delivery limit halves `max_records` rather than the in-flight batch's size.
 """
 
 from __future__ import annotations
@@ -46,15 +46,15 @@ import heapq
 from collections.abc import Iterable, Sequence
 
 from coordinator.core.messages import ErrorCode
+from coordinator.core.share import inflight
 from coordinator.core.share.inflight import (
     ACCEPT,
     ACKNOWLEDGED,
     ACQUIRED,
     ARCHIVED,
-    AVAILABLE,
     RENEW,
     Rec,
-    state_batches,
+    Run,
 )
 from coordinator.core.share.persisted import (
     NO_START_OFFSET,
@@ -113,6 +113,7 @@ class SharePartition:
         self._start = start_offset
         self._end = start_offset - 1  # no offset in flight
         self._recs: dict[int, Rec] = {}  # [start, end] and acquired ones left below start
+        self._runs: dict[int, Run] = {}  # first offset -> run, within [start, end], not in _recs
         self._heap: list[tuple[int, int]] = []  # (expiry, lock token), stale entries skipped
         self._lock_ranges: dict[int, list[tuple[int, int]]] = {}
         self._lock_live: dict[int, int] = {}  # token -> offsets still holding it
@@ -137,12 +138,12 @@ class SharePartition:
 
     def record(self, offset: int) -> tuple[RecordState, int, str] | None:
         """(state, delivery count, owner member id) of an offset in flight, for tests and admin."""
+        inflight.materialize(self._recs, self._runs)
         rec = self._recs.get(offset)
-        if rec is None:
-            return None
-        return rec.state, rec.delivery_count, rec.member_id
+        return None if rec is None else (rec.state, rec.delivery_count, rec.member_id)
 
     def acquired_by(self, member_id: str) -> list[int]:
+        inflight.materialize(self._recs, self._runs)
         return sorted(
             o
             for o, r in self._recs.items()
@@ -151,11 +152,7 @@ class SharePartition:
 
     def next_fetch_offset(self) -> int:
         """Where the next upstream fetch starts: the first AVAILABLE offset, else past SPEO."""
-        recs = self._recs
-        for offset in range(self._start, self._end + 1):
-            if recs[offset].state is AVAILABLE:
-                return offset
-        return self._end + 1
+        return inflight.first_available(self._recs, self._runs, self._start, self._end)
 
     def can_acquire(self) -> bool:
         """Kafka's canAcquireRecords: something in flight is AVAILABLE, or there is room."""
@@ -170,12 +167,7 @@ class SharePartition:
         return self._heap[0][0] if self._heap else None
 
     def delivery_complete_count(self) -> int:
-        recs = self._recs
-        return sum(
-            1
-            for o in range(self._start, self._end + 1)
-            if (state := recs[o].state) is ACKNOWLEDGED or state is ARCHIVED
-        )
+        return inflight.terminal_count(self._recs, self._runs, self._start, self._end)
 
     def acquire(
         self,
@@ -203,6 +195,8 @@ class SharePartition:
             return Acquired((), 0, None)
         first_base, last = batches[0][0], batches[-1][1]
         fetched_from = first_base if fetch_offset is None else fetch_offset
+        if self._runs and min(fetched_from, first_base) <= self._end:
+            inflight.materialize(self._recs, self._runs)  # the fetch reaches into what is in flight
         self._archive_compacted(fetched_from, first_base)
         limit = min(max_records, self.config.max_record_locks - self.in_flight_count())
         last_to = last
@@ -293,11 +287,9 @@ class SharePartition:
         for offset in range(self._end + 1, first):
             self._recs[offset] = rec = Rec(RecordState.AVAILABLE, 0)  # a hole upstream
             self._set(offset, rec, RecordState.ARCHIVED)
-        # _take for each new offset, its lock's bookkeeping done once for the run
-        recs, expiry = self._recs, self._heap_expiry[lock]
-        for offset in range(first, last + 1):
-            recs[offset] = Rec(ACQUIRED, 1, member_id, lock, expiry)
+        # _take for each new offset: one Run, its lock's bookkeeping done once
         if last >= first:
+            self._runs[first] = Run(first, last, member_id, lock, self._heap_expiry[lock])
             self._lock_live[lock] = self._lock_live.get(lock, 0) + last - first + 1
             ranges = self._lock_ranges.setdefault(lock, [])
             if ranges and ranges[-1][1] == first - 1:
@@ -324,6 +316,7 @@ class SharePartition:
         spans = sorted(aborted)
         if not spans:
             return found
+        inflight.materialize(self._recs, self._runs)
         out: list[AcquiredRecords] = []
         for rng in found:
             kept: list[tuple[int, int]] = []
@@ -340,6 +333,13 @@ class SharePartition:
     ) -> Acknowledged:
         """Apply one request's acknowledgements for `member_id`, all or nothing."""
         self._begin()
+        whole = inflight.accepted_runs(self._runs, member_id, batches) if self._runs else None
+        if whole is not None:
+            args = (self._runs, self._recs, self._changes, self._unlock_many, self._start)
+            self._start = inflight.accept(whole, *args)
+            self._advance()
+            return Acknowledged(ErrorCode.none, self._finish())
+        inflight.materialize(self._recs, self._runs)
         plan: dict[int, AcknowledgeType] = {}
         for first, last, types in batches:
             refused = self._check_batch(member_id, first, last, types, plan)
@@ -412,6 +412,7 @@ class SharePartition:
     def release_member(self, member_id: str) -> ShareUpdate | None:
         """Release every record `member_id` holds (releaseAcquiredRecords: member left)."""
         self._begin()
+        inflight.materialize(self._recs, self._runs)
         for offset in self.acquired_by(member_id):
             self._release(offset, self._recs[offset])
         self._advance()
@@ -420,6 +421,7 @@ class SharePartition:
     def expire(self, now_ms: int) -> ShareUpdate | None:
         """Release the records whose acquisition lock expired at or before `now_ms`."""
         self._begin()
+        inflight.materialize(self._recs, self._runs)
         while self._heap and self._heap[0][0] <= now_ms:
             _, token = heapq.heappop(self._heap)
             self.expired_locks += token in self._lock_live
@@ -435,6 +437,7 @@ class SharePartition:
         """The upstream log start moved (updateCacheAndOffsets): AVAILABLE records below it are
         archived and the SPSO jumps to it; records still acquired there are archived on release."""
         self._begin()
+        inflight.materialize(self._recs, self._runs)
         if log_start_offset <= self._start:
             return None
         for offset in range(self._start, min(log_start_offset - 1, self._end) + 1):
@@ -449,15 +452,15 @@ class SharePartition:
     def snapshot(self) -> ShareSnapshot:
         """The persisted view now: ACQUIRED shows as the AVAILABLE record it was before this
         delivery (locks are not persisted); AVAILABLE records never delivered are left out."""
+        recs = self._recs  # a run's offsets are left out, as never delivered before
+        kept = ((o, r) for o in range(self._start, self._end + 1) if (r := recs.get(o)))
         return ShareSnapshot(
             snapshot_epoch=self.snapshot_epoch,
             state_epoch=self.state_epoch,
             leader_epoch=self.leader_epoch,
             start_offset=self._start,
             delivery_complete_count=self.delivery_complete_count(),
-            state_batches=tuple(
-                state_batches((o, self._recs[o]) for o in range(self._start, self._end + 1))
-            ),
+            state_batches=tuple(inflight.state_batches(kept)),
         )
 
     def snapshot_due(self, updates_per_snapshot: int = 500) -> bool:
@@ -495,6 +498,7 @@ class SharePartition:
         return True
 
     def _load(self, batches: Iterable[StateBatch]) -> None:
+        inflight.materialize(self._recs, self._runs)
         for batch in batches:
             for offset in range(max(batch.first_offset, self._start), batch.last_offset + 1):
                 for hole in range(self._end + 1, offset):
@@ -519,7 +523,7 @@ class SharePartition:
             leader_epoch=self.leader_epoch,
             start_offset=self._start if moved else NO_START_OFFSET,
             delivery_complete_count=self.delivery_complete_count(),
-            state_batches=tuple(state_batches(changed, keep_undelivered=True)),
+            state_batches=tuple(inflight.state_batches(changed, keep_undelivered=True)),
         )
 
     def _set(self, offset: int, rec: Rec, state: RecordState) -> None:
@@ -576,7 +580,10 @@ class SharePartition:
 
     def _advance(self) -> None:
         recs, start, end = self._recs, self._start, self._end
-        while start <= end and ((state := recs[start].state) is ACKNOWLEDGED or state is ARCHIVED):
+        while start <= end:
+            rec = recs.get(start)  # None: a run's first offset (ACQUIRED)
+            if rec is None or (rec.state is not ACKNOWLEDGED and rec.state is not ARCHIVED):
+                break
             start += 1
         self._start = start
         # Forget what lies below the SPSO, up to the first record still acquired there.
