@@ -151,8 +151,8 @@ class ShareService:
         self.sessions = ShareSessions()
         self.state = state
         self._starting: set[tuple[str, uuid.UUID, int]] = set()
-        # Bytes per record in each partition's last upstream Fetch: a ShareFetch asks the upstream
-        # for about what its MaxRecords need (ShareService._sized).
+        # Bytes per record in each partition's last answer: a ShareFetch is offered about what
+        # its MaxRecords need (ShareService._sized).
         self._record_bytes: dict[TopicIdPartition, float] = {}
         # Upstream records fetched ahead of the ShareFetches (coordinator.sidecar.share_readahead)
         self.readahead: ReadAhead[PartitionKey] = ReadAhead()
@@ -454,11 +454,12 @@ class ShareService:
                     return
 
     def _sized(self, tp: TopicIdPartition, max_bytes: int, max_records: int) -> int:
-        """The MaxBytes of a partition's upstream Fetch: about what `max_records` records take,
-        by the partition's last Fetch, within `max_bytes`. A share consumer asks for a few hundred
-        records; a Fetch of the whole 1 MiB of small records was mostly read, decoded and thrown
-        away (bench/scenario_share.py). A first batch larger than this still comes whole
-        (KIP-74), so a low estimate costs a round trip, never progress."""
+        """The bytes of a partition's records one ShareFetch is offered (out of the read-ahead,
+        or of a redelivery's upstream Fetch): about what `max_records` records take, by the
+        partition's last answer, within `max_bytes`. A share consumer asks for a few hundred
+        records; offering it the whole 1 MiB of small records meant acquiring and sending far
+        more batches than it takes. A first batch larger than this still comes whole (KIP-74),
+        so a low estimate costs a round trip, never progress."""
         per_record = self._record_bytes.get(tp)
         if per_record is None:
             return max_bytes
