@@ -24,7 +24,15 @@ The acknowledgement p99: a raw share member (kio-encoded requests, one at a time
 server's latency and not a client's batching) in its own group on the 1-partition topic: a
 ShareFetch acquires a batch (PER_BATCH records), then a ShareAcknowledge accepts it: the
 ShareAcknowledge round trip, ACK_SAMPLES times (--quick: QUICK_ACK_SAMPLES); the ShareFetch round
-trip (an upstream Fetch inside) is reported beside it.
+trip is reported beside it.
+
+The Kafka reference: the same two clients, the same records, straight against one Kafka 4.4 node
+(its own share groups; started after the sidecar and tansu are stopped, so they never share the
+machine): the share / group ratio the clients allow. librdkafka's ShareConsumer sends one
+ShareFetch at a time (MaxRecords 500) and waits for it, and each carries the previous poll's
+acknowledgements, which a broker answers only once they are written; its consumer group keeps
+Fetches of up to 1 MiB per partition in flight. (Kafka elects a new topic's leaders a moment
+after CreateTopics: one record per partition is produced first, until it is taken.)
 """
 
 from __future__ import annotations
@@ -163,6 +171,23 @@ async def produce(port: int, topic: str, partitions: int, n: int) -> None:
         loadgen.close_all(conns)
 
 
+async def leaders_ready(port: int, topic: str, partitions: int) -> None:
+    """One record produced to each partition of a new topic until it is taken: Kafka elects the
+    leaders a moment after CreateTopics answers (NOT_LEADER_OR_FOLLOWER, 6, meanwhile). The
+    record counts: the consumers then read from offset 1 on (a `produce` of `n` more)."""
+    conn = await loadgen.connect(servers.HOST, port)
+    try:
+        for p in range(partitions):
+            request = sidecar.produce_v7(topic, p, sidecar.record_batch(1, RECORD_BYTES))
+            deadline = time.monotonic() + 60
+            while error := sidecar.produce_error(await conn.request(request, timeout=60)):
+                if error not in (3, 6) or time.monotonic() > deadline:
+                    raise loadgen.ProtocolError(f"Produce {topic}-{p}: error {error}")
+                await asyncio.sleep(0.2)
+    finally:
+        conn.close()
+
+
 async def start_at_zero(port: int, group: str, topic: str, partitions: int) -> None:
     """AlterShareGroupOffsets: the group's share partitions of `topic` start at offset 0 (the
     sidecar may not know the topic for a moment after it was created: asked again until it does)."""
@@ -285,6 +310,10 @@ def _metrics() -> list[Metric]:
             Metric(f"group_p{p}_cpu", f"{s}: sidecar CPU per 1,000, consumer group", "ms"),
             Metric(f"share_p{p}_cpu", f"{s}: sidecar CPU per 1,000, share group", "ms"),
             Metric(f"share_p{p}_redelivered", f"{s}: share deliveries beyond one", "count"),
+            Metric(f"kafka_group_p{p}_rate", f"{s}: consumer group, Kafka 4.4 itself", "records/s"),
+            Metric(f"kafka_share_p{p}_rate", f"{s}: share group, Kafka 4.4 itself", "records/s"),
+            Metric(f"kafka_share_p{p}_ratio", f"{s}: share / consumer group, Kafka 4.4", "ratio"),
+            Metric(f"kafka_share_p{p}_cpu", f"{s}: Kafka CPU per 1,000, share group", "ms"),
         ]
     out += [
         Metric("ack_p50", "ShareAcknowledge of one batch, unloaded, p50", "ms"),
@@ -292,6 +321,53 @@ def _metrics() -> list[Metric]:
         Metric("share_fetch_p99", "ShareFetch of one batch, unloaded, p99", "ms"),
         Metric("errors", "errors (client + raw)", "count", Goal("<", 1)),
     ]
+    return out
+
+
+async def measure(
+    bootstrap: str,
+    admin_port: int,
+    topic: str,
+    p: int,
+    n: int,
+    rounds: int,
+    cpu: Callable[[], float],
+) -> tuple[Consumed, Consumed]:
+    """The best consumer-group and share-group rounds on `topic` through `bootstrap` (rounds
+    alternate group and share, each in a fresh group)."""
+    best: dict[str, Consumed] = {}
+    for r in range(rounds):
+        for kind in ("group", "share"):
+            group = f"{kind}-{p}p-{r}"
+            if kind == "share":
+                await start_at_zero(admin_port, group, topic, p)
+            run = consume_group if kind == "group" else consume_share
+            got = await asyncio.to_thread(run, bootstrap, topic, group, n, cpu)
+            if kind not in best or got.rate() > best[kind].rate():
+                best[kind] = got
+            best[kind].errors = max(best[kind].errors, got.errors)
+    return best["group"], best["share"]
+
+
+async def kafka_reference(ctx: Context, n: int, rounds: int) -> dict[str, float]:
+    """The same two clients straight against Kafka 4.4 (its own share groups): the share/group
+    ratio the clients themselves allow, beside ours."""
+    out: dict[str, float] = {}
+    server = await kafka_scenario.start_kafka(None)
+    try:
+        for p in LAYOUTS:
+            topic = f"share-bench-{p}p"
+            await kafka_scenario.create_topic(server.port, topic, p)
+            await leaders_ready(server.port, topic, p)
+            await produce(server.port, topic, p, n)
+            bootstrap = f"{servers.HOST}:{server.port}"
+            g, s = await measure(bootstrap, server.port, topic, p, n, rounds, server.cpu_s)
+            out[f"kafka_group_p{p}_rate"] = g.rate()
+            out[f"kafka_share_p{p}_rate"] = s.rate()
+            out[f"kafka_share_p{p}_ratio"] = s.rate() / max(g.rate(), 1e-9)
+            out[f"kafka_share_p{p}_cpu"] = s.cpu_ms_per_1000()
+    finally:
+        server.stop()
     return out
 
 
@@ -322,18 +398,8 @@ async def share(ctx: Context, _server: object) -> dict[str, float]:
             topic = f"share-bench-{p}p"
             await kafka_scenario.create_topic(tansu.port, topic, p)
             await produce(tansu.port, topic, p, n)
-            best: dict[str, Consumed] = {}
-            for r in range(rounds):
-                for kind in ("group", "share"):
-                    group = f"{kind}-{p}p-{r}"
-                    if kind == "share":
-                        await start_at_zero(proxy.port, group, topic, p)
-                    run = consume_group if kind == "group" else consume_share
-                    got = await asyncio.to_thread(run, bootstrap, topic, group, n, cpu)
-                    errors += got.errors
-                    if kind not in best or got.rate() > best[kind].rate():
-                        best[kind] = got
-            g, s = best["group"], best["share"]
+            g, s = await measure(bootstrap, proxy.port, topic, p, n, rounds, cpu)
+            errors += g.errors + s.errors
             out[f"group_p{p}_rate"] = g.rate()
             out[f"share_p{p}_rate"] = s.rate()
             out[f"share_p{p}_ratio"] = s.rate() / max(g.rate(), 1e-9)
@@ -346,10 +412,17 @@ async def share(ctx: Context, _server: object) -> dict[str, float]:
         out["ack_p99"] = pct(lat.ack_ns, 99)
         out["share_fetch_p99"] = pct(lat.fetch_ns, 99)
         out["errors"] = errors
+        proxy.stop()  # (stop is idempotent: the finally below may stop them again)
+        tansu.stop()
+        try:  # a reference: a failure is a note, the figures above still stand
+            out |= await kafka_reference(ctx, n, rounds)
+        except Exception as e:
+            ctx.notes.append(f"share/kafka reference: failed: {type(e).__name__}: {e}")
         ctx.notes.append(
             f"share: {n:,} records of {RECORD_BYTES} B per topic, {PER_BATCH} per batch; "
             f"{len(lat.ack_ns)} acknowledgement samples; confluent-kafka clients in the bench "
-            "process"
+            "process; the Kafka 4.4 rows are the same clients against Kafka's own share groups "
+            "(one node, started after the sidecar stopped)"
         )
         return out
     finally:

@@ -14,9 +14,11 @@ A ShareFetch, in Kafka's order (KafkaApis.handleShareFetchRequest):
    in that partition's AcknowledgeErrorCode;
 3. the final epoch (-1): the member's acquired records go back (Kafka's releaseSession), nothing
    is fetched;
-4. otherwise the session's partitions are fetched upstream from each one's next fetch offset and
-   records are acquired for the member, at most MaxRecords in all; when none could be acquired
-   the request waits, up to MaxWaitMs, for records to arrive upstream or to be released here.
+4. otherwise records are acquired for the member from each of the session's partitions, from
+   its next fetch offset, at most MaxRecords in all: out of the partition's read-ahead
+   (coordinator.sidecar.share_readahead: upstream batches fetched before they were asked for,
+   refilled in the background), else with an upstream Fetch; when none could be acquired the
+   request waits, up to MaxWaitMs, for records to arrive upstream or to be released here.
 The records returned are the upstream's record batches that hold acquired offsets; the client
 keeps only the offsets in AcquiredRecords, as with Kafka.
 
@@ -50,8 +52,9 @@ from coordinator.core.share.records import (
 )
 from coordinator.sidecar import rewrite
 from coordinator.sidecar.placement import Placement
+from coordinator.sidecar.share_readahead import ReadAhead
 from coordinator.sidecar.share_session import Context, ShareSessions, TopicIdPartition
-from coordinator.sidecar.share_state import Acquired, ShareState
+from coordinator.sidecar.share_state import Acquired, PartitionKey, ShareState
 from coordinator.sidecar.share_upstream import EARLIEST, Fetched, fetch, start_offset
 from coordinator.sidecar.upstream import UpstreamUnavailable
 from protocol.varint import skip_tagged_fields
@@ -59,7 +62,7 @@ from protocol.varint import skip_tagged_fields
 if TYPE_CHECKING:
     from coordinator.core.topics import TopicInfo
     from coordinator.sidecar.placement import Locator
-    from coordinator.sidecar.upstream import Upstreams
+    from coordinator.sidecar.upstream import Broker, Upstreams
 
 log = logging.getLogger("groupcoord.share")
 
@@ -77,6 +80,10 @@ _FETCH_MIN_BYTES: Final = (
 )  # the least a sized upstream Fetch asks for (ShareService._sized)
 _FETCH_HEADROOM: Final = 1.25  # records' sizes vary: ask a quarter more than the estimate
 _FIRST_PASS_WAIT_MS: Final = 1  # a ShareFetch's first upstream Fetch (ShareService._acquire)
+# A refill's upstream MaxWaitMs: tansu 0.6 gathers batches until MaxBytes or MaxWaitMs (a 1 ms
+# Fetch brings one batch of 100 records, a longer one 1 MiB in ~10 ms); Kafka answers at once
+# when it has records (MinBytes 1), so it costs nothing there.
+_READ_AHEAD_WAIT_MS: Final = 50
 _REPOLL_S: Final = 0.1  # an upstream that answered early with no records is asked again after it
 
 
@@ -144,9 +151,12 @@ class ShareService:
         self.sessions = ShareSessions()
         self.state = state
         self._starting: set[tuple[str, uuid.UUID, int]] = set()
-        # Bytes per record in each partition's last upstream Fetch: a ShareFetch asks the upstream
-        # for about what its MaxRecords need (ShareService._sized).
+        # Bytes per record in each partition's last answer: a ShareFetch is offered about what
+        # its MaxRecords need (ShareService._sized).
         self._record_bytes: dict[TopicIdPartition, float] = {}
+        # Upstream records fetched ahead of the ShareFetches (coordinator.sidecar.share_readahead)
+        self.readahead: ReadAhead[PartitionKey] = ReadAhead()
+        self._refills: dict[PartitionKey, asyncio.Task[None]] = {}
 
     def request(
         self,
@@ -444,11 +454,12 @@ class ShareService:
                     return
 
     def _sized(self, tp: TopicIdPartition, max_bytes: int, max_records: int) -> int:
-        """The MaxBytes of a partition's upstream Fetch: about what `max_records` records take,
-        by the partition's last Fetch, within `max_bytes`. A share consumer asks for a few hundred
-        records; a Fetch of the whole 1 MiB of small records was mostly read, decoded and thrown
-        away (bench/scenario_share.py). A first batch larger than this still comes whole
-        (KIP-74), so a low estimate costs a round trip, never progress."""
+        """The bytes of a partition's records one ShareFetch is offered (out of the read-ahead,
+        or of a redelivery's upstream Fetch): about what `max_records` records take, by the
+        partition's last answer, within `max_bytes`. A share consumer asks for a few hundred
+        records; offering it the whole 1 MiB of small records meant acquiring and sending far
+        more batches than it takes. A first batch larger than this still comes whole (KIP-74),
+        so a low estimate costs a round trip, never progress."""
         per_record = self._record_bytes.get(tp)
         if per_record is None:
             return max_bytes
@@ -475,7 +486,26 @@ class ShareService:
             if offset is None:  # as many records in flight as it may have: wait for some
                 return Fetched(ErrorCode.none)
             committed = self.state.read_committed(group_id)
-            result = await fetch(broker, topic, tp[1], offset, max_bytes, wait_ms, committed)
+            key = (group_id, tp[0], tp[1])
+            view = await self._buffered(key, offset, max_bytes, committed, wait_ms)
+            if view is not None:
+                self._refill(key, broker, topic, offset, committed)
+                return view
+            held = self.readahead.buffered(key)
+            if held is not None and offset == held[1] + 1:
+                # Caught up with the read-ahead: its refill is this partition's upstream Fetch,
+                # in the background. Each ShareFetch of a 4-partition share group otherwise
+                # waited for an upstream round trip of a drained partition (bench/
+                # scenario_share.py: 3 ms of every 4 ms), while the others' records were here.
+                self._refill(key, broker, topic, offset, committed)
+                view = await self._buffered(key, offset, max_bytes, committed, wait_ms)
+                if view is not None:
+                    return view
+            # Not read ahead: fetched now, the read-ahead's worth and kept, unless the offset
+            # lies below what the buffer holds (a redelivery: the records past it are there).
+            below = held is not None and offset < held[0]
+            size = max_bytes if below else max(max_bytes, self.readahead.limit)
+            result = await fetch(broker, topic, tp[1], offset, size, wait_ms, committed)
         except (UpstreamUnavailable, rewrite.RewriteError) as exc:
             log.debug("share fetch of %s-%d upstream failed: %s", topic, tp[1], exc)
             sidecar.refresh_soon()
@@ -500,10 +530,61 @@ class ShareService:
         if result.error != ErrorCode.none:
             sidecar.refresh_soon()
             return ErrorCode.not_leader_or_follower  # a leader moved, or is being elected
-        if result.batches:
-            count = result.batches[-1].last_offset - result.batches[0].base_offset + 1
-            self._record_bytes[tp] = len(result.records) / max(count, 1)
-        return result
+        if below:
+            return result
+        self.readahead.keep(key, result, committed, offset)
+        view = self.readahead.take(key, offset, max_bytes, committed)
+        if view is None:
+            return result
+        if view.batches:
+            count = view.batches[-1].last_offset - view.batches[0].base_offset + 1
+            self._record_bytes[tp] = (view.batches[-1].end - view.batches[0].start) / count
+        self._refill(key, broker, topic, offset, committed)
+        return view
+
+    async def _buffered(
+        self, key: PartitionKey, offset: int, max_bytes: int, committed: bool, wait_ms: int
+    ) -> Fetched | None:
+        """The records from `offset` out of the read-ahead, waiting up to `wait_ms` for a refill
+        under way that will hold them (nothing yet: an empty answer); None when the caller must
+        fetch them upstream."""
+        view = self.readahead.take(key, offset, max_bytes, committed)
+        if view is not None:
+            return view
+        refill = self._refills.get(key)
+        held = self.readahead.buffered(key)
+        if refill is None or held is None or not held[0] <= offset <= held[1] + 1:
+            return None
+        await asyncio.wait({refill}, timeout=wait_ms / 1000)
+        view = self.readahead.take(key, offset, max_bytes, committed)
+        if view is None and not refill.done():
+            return Fetched(ErrorCode.none)  # still on its way: the caller waits, or asks again
+        return view
+
+    def _refill(
+        self, key: PartitionKey, broker: Broker, topic: str, offset: int, committed: bool
+    ) -> None:
+        """Fetch the next chunk of `key`'s records in the background, if its read-ahead runs
+        low (ReadAhead.wanted) and no refill is under way (coordinator.sidecar.share_readahead)."""
+        if key in self._refills:
+            return
+        held = self.readahead.buffered(key)
+        size = self.readahead.wanted(key, offset)
+        if held is None or size <= 0:
+            return
+
+        async def refill() -> None:
+            try:
+                result = await fetch(
+                    broker, topic, key[2], held[1] + 1, size, _READ_AHEAD_WAIT_MS, committed
+                )
+                self.readahead.keep(key, result, committed, held[1] + 1)
+            except (UpstreamUnavailable, rewrite.RewriteError) as exc:
+                log.debug("share read-ahead of %s-%d failed: %s", topic, key[2], exc)
+            finally:
+                self._refills.pop(key, None)
+
+        self._refills[key] = self._sidecar.spawn(refill())
 
     def _fetch_error(self, version: int, error: ErrorCode, message: str | None) -> Any:
         module = response_module(SHARE_FETCH, version)

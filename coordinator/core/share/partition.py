@@ -19,8 +19,8 @@ How the shell uses it (the ShareFetch / ShareAcknowledge side, sidecar mode):
 - `release_member(member)` when a member leaves or its share session closes;
   `expire(now_ms)` at `next_deadline()`; `advance_start_offset(log_start_offset)` when the
   upstream log start moved past the start offset (retention, DeleteRecords).
-- Every method that changes persisted state returns a `ShareUpdate` (or None when nothing
-  persisted changed). Write it; every `snapshot_due()` updates, write `take_snapshot()` instead.
+- Every method that changes persisted state returns a `ShareUpdate` (None: nothing persisted
+  changed). Write it; every `snapshot_due()` updates, write `take_snapshot()` instead.
 
 Rules (Kafka's, cited by method):
 - SPSO (`start_offset`) is the first offset not yet terminal; it only moves forward, over
@@ -33,11 +33,11 @@ Rules (Kafka's, cited by method):
 - ACQUIRED is never persisted: a restart forgets the locks and the delivery that was running,
   as Kafka does (its persister only writes AVAILABLE, ACKNOWLEDGED and ARCHIVED).
 
-Intended differences from Kafka: state is kept per offset rather than per fetched batch, so a
-redelivery is cut at exactly `max_records` (Kafka may hand out a whole previously fetched batch);
-records past `max_records` of a fetched batch in record_limit mode are not cached (they are
-fetched again, where Kafka keeps them AVAILABLE with delivery count 0); the throttle of records
-near their delivery limit halves `max_records` rather than the in-flight batch's size.
+Intended differences from Kafka: state is per offset once anything but a whole ACCEPT touches a
+run (inflight.Run), so a redelivery is cut at exactly `max_records` (Kafka may hand out a whole
+fetched batch); records past `max_records` of a fetched batch in record_limit mode are not cached
+(fetched again; Kafka keeps them AVAILABLE, delivery count 0); the throttle of records near their
+delivery limit halves `max_records` rather than the in-flight batch's size.
 """
 
 from __future__ import annotations
@@ -46,6 +46,16 @@ import heapq
 from collections.abc import Iterable, Sequence
 
 from coordinator.core.messages import ErrorCode
+from coordinator.core.share import inflight
+from coordinator.core.share.inflight import (
+    ACCEPT,
+    ACKNOWLEDGED,
+    ACQUIRED,
+    ARCHIVED,
+    RENEW,
+    Rec,
+    Run,
+)
 from coordinator.core.share.persisted import (
     NO_START_OFFSET,
     RecordState,
@@ -83,17 +93,6 @@ AcknowledgementBatch = tuple[int, int, Sequence[int]]  # (first offset, last off
 _MIN_THROTTLE_DELIVERY_COUNT = 2  # SharePartition.MINIMUM_THROTTLE_RECORDS_DELIVERY_LIMIT
 
 
-class _Rec:
-    __slots__ = ("delivery_count", "expiry_ms", "lock", "member_id", "state")
-
-    def __init__(self, state: RecordState, delivery_count: int) -> None:
-        self.state = state
-        self.delivery_count = delivery_count
-        self.member_id = ""
-        self.lock = 0  # the acquisition lock's token while ACQUIRED
-        self.expiry_ms = 0
-
-
 class SharePartition:
     """The mutable state of one share partition; see the module docstring."""
 
@@ -113,14 +112,15 @@ class SharePartition:
         self.updates_since_snapshot = 0
         self._start = start_offset
         self._end = start_offset - 1  # no offset in flight
-        self._recs: dict[int, _Rec] = {}  # [start, end] and acquired ones left below start
+        self._recs: dict[int, Rec] = {}  # [start, end] and acquired ones left below start
+        self._runs: dict[int, Run] = {}  # first offset -> run, within [start, end], not in _recs
         self._heap: list[tuple[int, int]] = []  # (expiry, lock token), stale entries skipped
         self._lock_ranges: dict[int, list[tuple[int, int]]] = {}
         self._lock_live: dict[int, int] = {}  # token -> offsets still holding it
         self._heap_expiry: dict[int, int] = {}  # expiry of the lock being filled
         self._next_token = 1
         self._base = start_offset  # the lowest offset kept
-        self._changes: dict[int, _Rec] = {}
+        self._changes: dict[int, Rec] = {}
         self._start_before = start_offset
         self.expired_locks = 0  # acquisition locks that timed out (a metric, not persisted)
 
@@ -138,12 +138,12 @@ class SharePartition:
 
     def record(self, offset: int) -> tuple[RecordState, int, str] | None:
         """(state, delivery count, owner member id) of an offset in flight, for tests and admin."""
+        inflight.materialize(self._recs, self._runs)
         rec = self._recs.get(offset)
-        if rec is None:
-            return None
-        return rec.state, rec.delivery_count, rec.member_id
+        return None if rec is None else (rec.state, rec.delivery_count, rec.member_id)
 
     def acquired_by(self, member_id: str) -> list[int]:
+        inflight.materialize(self._recs, self._runs)
         return sorted(
             o
             for o, r in self._recs.items()
@@ -152,10 +152,7 @@ class SharePartition:
 
     def next_fetch_offset(self) -> int:
         """Where the next upstream fetch starts: the first AVAILABLE offset, else past SPEO."""
-        for offset in range(self._start, self._end + 1):
-            if self._recs[offset].state is RecordState.AVAILABLE:
-                return offset
-        return self._end + 1
+        return inflight.first_available(self._recs, self._runs, self._start, self._end)
 
     def can_acquire(self) -> bool:
         """Kafka's canAcquireRecords: something in flight is AVAILABLE, or there is room."""
@@ -170,7 +167,7 @@ class SharePartition:
         return self._heap[0][0] if self._heap else None
 
     def delivery_complete_count(self) -> int:
-        return sum(1 for o in range(self._start, self._end + 1) if self._recs[o].state.terminal)
+        return inflight.terminal_count(self._recs, self._runs, self._start, self._end)
 
     def acquire(
         self,
@@ -198,6 +195,8 @@ class SharePartition:
             return Acquired((), 0, None)
         first_base, last = batches[0][0], batches[-1][1]
         fetched_from = first_base if fetch_offset is None else fetch_offset
+        if self._runs and min(fetched_from, first_base) <= self._end:
+            inflight.materialize(self._recs, self._runs)  # the fetch reaches into what is in flight
         self._archive_compacted(fetched_from, first_base)
         limit = min(max_records, self.config.max_record_locks - self.in_flight_count())
         last_to = last
@@ -286,11 +285,17 @@ class SharePartition:
             cut = first + limit - 1
             last = cut if mode is AcquireMode.RECORD_LIMIT else batch_end(batches, cut)
         for offset in range(self._end + 1, first):
-            self._recs[offset] = rec = _Rec(RecordState.AVAILABLE, 0)  # a hole upstream
+            self._recs[offset] = rec = Rec(RecordState.AVAILABLE, 0)  # a hole upstream
             self._set(offset, rec, RecordState.ARCHIVED)
-        for offset in range(first, last + 1):
-            rec = self._recs[offset] = _Rec(RecordState.AVAILABLE, 0)
-            self._take(offset, rec, member_id, lock, 1)
+        # _take for each new offset: one Run, its lock's bookkeeping done once
+        if last >= first:
+            self._runs[first] = Run(first, last, member_id, lock, self._heap_expiry[lock])
+            self._lock_live[lock] = self._lock_live.get(lock, 0) + last - first + 1
+            ranges = self._lock_ranges.setdefault(lock, [])
+            if ranges and ranges[-1][1] == first - 1:
+                ranges[-1] = (ranges[-1][0], last)
+            else:
+                ranges.append((first, last))
         self._end = last
         if mode is AcquireMode.RECORD_LIMIT or batch_size is None or last - first + 1 <= batch_size:
             return [AcquiredRecords(first, last, 1)]
@@ -311,6 +316,7 @@ class SharePartition:
         spans = sorted(aborted)
         if not spans:
             return found
+        inflight.materialize(self._recs, self._runs)
         out: list[AcquiredRecords] = []
         for rng in found:
             kept: list[tuple[int, int]] = []
@@ -327,22 +333,36 @@ class SharePartition:
     ) -> Acknowledged:
         """Apply one request's acknowledgements for `member_id`, all or nothing."""
         self._begin()
+        whole = inflight.accepted_runs(self._runs, member_id, batches) if self._runs else None
+        if whole is not None:
+            args = (self._runs, self._recs, self._changes, self._unlock_many, self._start)
+            self._start = inflight.accept(whole, *args)
+            self._advance()
+            return Acknowledged(ErrorCode.none, self._finish())
+        inflight.materialize(self._recs, self._runs)
         plan: dict[int, AcknowledgeType] = {}
         for first, last, types in batches:
             refused = self._check_batch(member_id, first, last, types, plan)
             if refused is not None:
                 return refused
         renewed: list[int] = []
+        recs, changes = self._recs, self._changes
+        accepted: dict[int, int] = {}  # lock token -> offsets accepted (_unlock, once per lock)
         for offset, ack in plan.items():
-            rec = self._recs[offset]
-            if ack is AcknowledgeType.ACCEPT:
-                self._set(offset, rec, RecordState.ACKNOWLEDGED)
+            rec = recs[offset]
+            if ack is ACCEPT:  # _set(offset, rec, ACKNOWLEDGED) of an ACQUIRED record
+                accepted[rec.lock] = accepted.get(rec.lock, 0) + 1
+                rec.state = ACKNOWLEDGED
+                rec.member_id = ""
+                changes[offset] = rec
             elif ack is AcknowledgeType.RELEASE:
                 self._release(offset, rec)
             elif ack is AcknowledgeType.RENEW:
                 renewed.append(offset)
             else:  # REJECT, GAP
                 self._set(offset, rec, RecordState.ARCHIVED)
+        for token, count in accepted.items():
+            self._unlock_many(token, count)
         if renewed:
             lock = self._new_lock(now_ms)
             for offset in renewed:
@@ -373,14 +393,18 @@ class SharePartition:
             return Acknowledged(bad, None, "The first offset in request is past acquired records.")
         if last > self._end:
             return Acknowledged(bad, None, "The last offset in request is past acquired records.")
+        recs = self._recs
+        acks = [AcknowledgeType(t) for t in types]
+        single = acks[0] if len(acks) == 1 else None
+        renew_refused = not self.config.renew_enabled
         for offset in range(max(first, self._start), last + 1):
-            rec = self._recs[offset]
-            if rec.state is not RecordState.ACQUIRED or offset in plan:
+            rec = recs[offset]
+            if rec.state is not ACQUIRED or offset in plan:
                 return Acknowledged(wrong, None, "The offset is not acquired.")
             if rec.member_id != member_id:
                 return Acknowledged(wrong, None, "Member is not the owner of offset.")
-            ack = AcknowledgeType(types[0] if len(types) == 1 else types[offset - first])
-            if ack is AcknowledgeType.RENEW and not self.config.renew_enabled:
+            ack = single if single is not None else acks[offset - first]
+            if ack is RENEW and renew_refused:
                 return Acknowledged(wrong, None, "Renewing acquisition locks is not enabled.")
             plan[offset] = ack
         return None
@@ -388,6 +412,7 @@ class SharePartition:
     def release_member(self, member_id: str) -> ShareUpdate | None:
         """Release every record `member_id` holds (releaseAcquiredRecords: member left)."""
         self._begin()
+        inflight.materialize(self._recs, self._runs)
         for offset in self.acquired_by(member_id):
             self._release(offset, self._recs[offset])
         self._advance()
@@ -396,6 +421,7 @@ class SharePartition:
     def expire(self, now_ms: int) -> ShareUpdate | None:
         """Release the records whose acquisition lock expired at or before `now_ms`."""
         self._begin()
+        inflight.materialize(self._recs, self._runs)
         while self._heap and self._heap[0][0] <= now_ms:
             _, token = heapq.heappop(self._heap)
             self.expired_locks += token in self._lock_live
@@ -411,6 +437,7 @@ class SharePartition:
         """The upstream log start moved (updateCacheAndOffsets): AVAILABLE records below it are
         archived and the SPSO jumps to it; records still acquired there are archived on release."""
         self._begin()
+        inflight.materialize(self._recs, self._runs)
         if log_start_offset <= self._start:
             return None
         for offset in range(self._start, min(log_start_offset - 1, self._end) + 1):
@@ -425,15 +452,15 @@ class SharePartition:
     def snapshot(self) -> ShareSnapshot:
         """The persisted view now: ACQUIRED shows as the AVAILABLE record it was before this
         delivery (locks are not persisted); AVAILABLE records never delivered are left out."""
+        recs = self._recs  # a run's offsets are left out, as never delivered before
+        kept = ((o, r) for o in range(self._start, self._end + 1) if (r := recs.get(o)))
         return ShareSnapshot(
             snapshot_epoch=self.snapshot_epoch,
             state_epoch=self.state_epoch,
             leader_epoch=self.leader_epoch,
             start_offset=self._start,
             delivery_complete_count=self.delivery_complete_count(),
-            state_batches=tuple(
-                _batches((o, self._recs[o]) for o in range(self._start, self._end + 1))
-            ),
+            state_batches=tuple(inflight.state_batches(kept)),
         )
 
     def snapshot_due(self, updates_per_snapshot: int = 500) -> bool:
@@ -471,12 +498,13 @@ class SharePartition:
         return True
 
     def _load(self, batches: Iterable[StateBatch]) -> None:
+        inflight.materialize(self._recs, self._runs)
         for batch in batches:
             for offset in range(max(batch.first_offset, self._start), batch.last_offset + 1):
                 for hole in range(self._end + 1, offset):
-                    self._recs[hole] = _Rec(RecordState.AVAILABLE, 0)
+                    self._recs[hole] = Rec(RecordState.AVAILABLE, 0)
                 self._end = max(self._end, offset)
-                self._recs[offset] = _Rec(RecordState(batch.delivery_state), batch.delivery_count)
+                self._recs[offset] = Rec(RecordState(batch.delivery_state), batch.delivery_count)
         self._advance()
 
     def _begin(self) -> None:
@@ -495,17 +523,17 @@ class SharePartition:
             leader_epoch=self.leader_epoch,
             start_offset=self._start if moved else NO_START_OFFSET,
             delivery_complete_count=self.delivery_complete_count(),
-            state_batches=tuple(_batches(changed, keep_undelivered=True)),
+            state_batches=tuple(inflight.state_batches(changed, keep_undelivered=True)),
         )
 
-    def _set(self, offset: int, rec: _Rec, state: RecordState) -> None:
+    def _set(self, offset: int, rec: Rec, state: RecordState) -> None:
         if rec.state is RecordState.ACQUIRED:
             self._unlock(rec)
         rec.state = state
         rec.member_id = ""
         self._changes[offset] = rec
 
-    def _release(self, offset: int, rec: _Rec) -> None:
+    def _release(self, offset: int, rec: Rec) -> None:
         spent = rec.delivery_count >= self.config.delivery_count_limit
         self._set(
             offset,
@@ -513,7 +541,7 @@ class SharePartition:
             RecordState.ARCHIVED if spent or offset < self._start else RecordState.AVAILABLE,
         )
 
-    def _take(self, offset: int, rec: _Rec, member_id: str, lock: int, delivery_count: int) -> None:
+    def _take(self, offset: int, rec: Rec, member_id: str, lock: int, delivery_count: int) -> None:
         if rec.state is RecordState.ACQUIRED:
             self._unlock(rec)
         rec.state = RecordState.ACQUIRED
@@ -528,13 +556,16 @@ class SharePartition:
         else:
             ranges.append((offset, offset))
 
-    def _unlock(self, rec: _Rec) -> None:
-        left = self._lock_live.get(rec.lock, 0) - 1
+    def _unlock(self, rec: Rec) -> None:
+        self._unlock_many(rec.lock, 1)
+
+    def _unlock_many(self, token: int, count: int) -> None:
+        left = self._lock_live.get(token, 0) - count
         if left > 0:
-            self._lock_live[rec.lock] = left
+            self._lock_live[token] = left
         else:
-            self._lock_live.pop(rec.lock, None)
-            self._lock_ranges.pop(rec.lock, None)
+            self._lock_live.pop(token, None)
+            self._lock_ranges.pop(token, None)
 
     def _new_lock(self, now_ms: int) -> int:
         token = self._next_token
@@ -548,37 +579,22 @@ class SharePartition:
             heapq.heappush(self._heap, (expiry, token))
 
     def _advance(self) -> None:
-        while self._start <= self._end and self._recs[self._start].state.terminal:
-            self._start += 1
+        recs, start, end = self._recs, self._start, self._end
+        while start <= end:
+            rec = recs.get(start)  # None: a run's first offset (ACQUIRED)
+            if rec is None or (rec.state is not ACKNOWLEDGED and rec.state is not ARCHIVED):
+                break
+            start += 1
+        self._start = start
         # Forget what lies below the SPSO, up to the first record still acquired there.
-        while self._base < self._start:
-            rec = self._recs.get(self._base)
+        base = self._base
+        while base < start:
+            rec = recs.get(base)
             if rec is None:
-                self._base = min((o for o in self._recs if o < self._start), default=self._start)
-            elif rec.state is RecordState.ACQUIRED:
+                base = min((o for o in recs if o < start), default=start)
+            elif rec.state is ACQUIRED:
                 break
             else:
-                del self._recs[self._base]
-                self._base += 1
-
-
-def _batches(
-    items: Iterable[tuple[int, _Rec]], *, keep_undelivered: bool = False
-) -> list[StateBatch]:
-    out: list[StateBatch] = []
-    for offset, rec in items:
-        state, count = rec.state, rec.delivery_count
-        if state is RecordState.ACQUIRED:
-            state, count = RecordState.AVAILABLE, count - 1
-        if state is RecordState.AVAILABLE and count == 0 and not keep_undelivered:
-            continue
-        last = out[-1] if out else None
-        if (
-            last
-            and last.last_offset == offset - 1
-            and (last.delivery_state, last.delivery_count) == (state, count)
-        ):
-            out[-1] = StateBatch(last.first_offset, offset, state, count)
-        else:
-            out.append(StateBatch(offset, offset, state, count))
-    return out
+                del recs[base]
+                base += 1
+        self._base = base
