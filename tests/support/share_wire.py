@@ -74,7 +74,18 @@ def ack_errors(response: Any) -> dict[int, int]:
 
 
 async def topic_id(client: RawClient, topic: str) -> uuid.UUID:
+    """The topic's id, once every partition of it answers ListOffsets: a partition that Kafka
+    has named a leader for may not be served by it yet (NOT_LEADER_OR_FOLLOWER for a moment
+    after CreateTopics), and a share partition that cannot read its start offset then starts at
+    a later fetch, at `latest`, after records a test has produced meanwhile."""
     response = await client.call(metadata([topic]))
-    found = [t.topic_id for t in response.topics if t.name == topic and t.error_code == 0]
-    assert found and found[0] is not None, response
-    return found[0]
+    found = [t for t in response.topics if t.name == topic and t.error_code == 0]
+    assert found and found[0].topic_id is not None, response
+    parts = tuple(kio(2, 5, "ListOffsetsPartition", partition_index=p.partition_index,
+                      current_leader_epoch=-1, timestamp=-1) for p in found[0].partitions)
+    offsets = await client.call(kio(2, 5, "ListOffsetsRequest", replica_id=-1, isolation_level=0,
+                                    topics=(kio(2, 5, "ListOffsetsTopic", name=topic,
+                                                partitions=parts),)))
+    errors = [p.error_code for t in offsets.topics for p in t.partitions]
+    assert parts and errors == [0] * len(parts), offsets
+    return found[0].topic_id
