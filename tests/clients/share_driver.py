@@ -29,6 +29,7 @@ It prints one JSON object per line on stdout:
     {"event": "committed", "partitions": N, "errors": ["..."]}   after each commitSync (async: the
                          acknowledgement-commit callback's result)
     {"event": "holding"}                 the member stopped polling after a "hold"
+    {"event": "told", "line": "..."}     a script line (rule, hold) is in force from now on
     {"event": "error", "where": "poll"|"commit"|"acknowledge", "error": "..."}
     {"event": "closed"}
 
@@ -85,6 +86,7 @@ class Script:
                     assert all(s in ACTIONS for s in steps), words
                     with self._lock:
                         self.rules[(int(p), int(o))] = steps
+                emit("told", line=line.strip())
         finally:
             self.closing.set()
 

@@ -14,6 +14,7 @@
 //   {"event":"records","records":[[P,O,deliveryCount,"accept|release|reject|hold"],...]}
 //   {"event":"committed","partitions":N,"errors":[...]}
 //   {"event":"holding"}
+//   {"event":"told","line":"..."} (a script line is in force from now on)
 //   {"event":"error","where":"poll|commit|acknowledge","error":"..."}
 //   {"event":"closed"}
 
@@ -88,6 +89,7 @@ public final class ShareDriver {
                 } else if (words.length == 3 && words[0].equals("rule")) {
                     RULES.put(words[1], words[2].split(","));
                 }
+                emit("{\"event\":\"told\",\"line\":" + str(line.trim()) + "}");
             }
         } catch (Exception e) {
             // EOF or a broken pipe both mean: close.

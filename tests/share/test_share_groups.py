@@ -126,7 +126,9 @@ async def test_a_stalled_member_loses_its_records_when_the_lock_times_out(
     stack.members.append(taker)
     await su.wait_accepted([taker], _offsets(20), 60,
                            "the second member to accept all 20 records")
-    taken = {(d.partition, d.offset): d for d in su.deliveries(taker)}
+    taken: dict[tuple[int, int], su.Delivery] = {}
+    for d in su.deliveries(taker):  # the taker's first delivery of each record: its lock can run
+        taken.setdefault((d.partition, d.offset), d)  # out too on a loaded machine (count 3)
     for d in held:
         assert taken[(d.partition, d.offset)].delivery_count == 2, (d, taken[(0, d.offset)])
     # Not before the lock ran out: the acquisition came just before the staller's report.

@@ -46,10 +46,17 @@ async def start_share_member(tmp: Path, peers: Path, kind: str, name: str, *, bo
 
 
 async def tell(m: rc.Member, *lines: str) -> None:
-    """Write script lines to a driver's stdin (rule P:O A1,A2 / hold / close)."""
+    """Write script lines to a driver's stdin (rule P:O A1,A2 / hold / close) and wait until the
+    driver says each one other than close is in force ("told"): the driver reads stdin on a
+    thread of its own, and records produced right after a "hold" could otherwise be polled and
+    acknowledged before the thread has read it."""
     assert m.proc.stdin is not None
+    told = sum(e["event"] == "told" for e in m.events)
+    want = told + sum(line != "close" for line in lines)
     m.proc.stdin.write("".join(f"{line}\n" for line in lines).encode())
     await m.proc.stdin.drain()
+    await rc.wait_until(lambda: sum(e["event"] == "told" for e in m.events) >= want, 30,
+                        f"{m.name} to take {lines}", explain=lambda: explain([m]))
 
 
 @dataclass(frozen=True, slots=True)
