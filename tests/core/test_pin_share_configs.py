@@ -165,6 +165,10 @@ def test_refused_changes_answer_kafkas_error_and_message_and_write_nothing() -> 
         ((("share.isolation.level", SET, "dirty"),), invalid(
             "share.isolation.level", "dirty",
             "String must be one of: read_committed, read_uncommitted")),
+        # Kafka's ValidString is case-sensitive (a boolean or a reset policy is not).
+        ((("share.isolation.level", SET, "READ_COMMITTED"),), invalid(
+            "share.isolation.level", "READ_COMMITTED",
+            "String must be one of: read_committed, read_uncommitted")),
         ((("share.renew.acknowledge.enable", SET, "yes"),), invalid(
             "share.renew.acknowledge.enable", "yes", "Expected value to be either true or false")),
         ((("share.heartbeat.interval.ms", SET, "5000"), ("share.session.timeout.ms", SET, "5000")),
@@ -195,13 +199,16 @@ def test_values_are_read_trimmed_and_words_in_any_case() -> None:
     assert alter(h, "g", ("share.delivery.count.limit", SET, " 10 "),
                  ("share.renew.acknowledge.enable", SET, "FALSE"),
                  ("share.partition.max.record.locks", SET, "100"),
-                 ("share.isolation.level", SET, "Read_Committed"),
+                 ("share.isolation.level", SET, " read_committed "),
                  ("share.auto.offset.reset", SET, "by_duration:PT1H"),
                  ("share.session.timeout.ms", SET, "2147483647")) == (E.none, None)  # fmt: skip
     part = h.core.share.share_partition("g", h.catalog.get("orders").topic_id, 0)  # type: ignore[union-attr]
     assert part.config == SharePartitionConfig(30_000, 10, 100, False)
-    assert alter(h, "g", ("share.renew.acknowledge.enable", SET, "True")) == (E.none, None)
+    assert h.core.share.read_committed("g") and not h.core.share.read_committed("other")
+    assert alter(h, "g", ("share.renew.acknowledge.enable", SET, " True ")) == (E.none, None)
     assert part.config.renew_enabled is True
+    assert alter(h, "g", ("share.isolation.level", SET, "read_uncommitted")) == (E.none, None)
+    assert not h.core.share.read_committed("g")
     assert alter(h, "g", ("share.delivery.count.limit", SET, "2")) == (E.none, None)
     assert part.config.delivery_count_limit == 2
     assert gc.validate({"share.delivery.count.limit": "-2147483648"}, describe_defaults()) == (
