@@ -257,6 +257,12 @@ def test_reset_timestamp_reads_the_policy_as_kafka(policy: str, expected: int) -
     assert gc.reset_timestamp(policy, 10_000_000) == expected
 
 
+def test_a_duration_in_days_hours_minutes_and_seconds() -> None:
+    day, wall = 86_400_000, 10**12
+    assert gc.reset_timestamp("by_duration:P2DT3H4M5.5S", wall) == wall - (
+        2 * day + 3 * 3_600_000 + 4 * 60_000 + 5_500)
+
+
 def test_a_damaged_config_record_says_what_is_wrong() -> None:
     key, value = encode_record(Record(GroupConfigKey("g"), GroupConfigValue((("a", "b"),))))
     assert key == struct.pack(">hh", 105, 1) + b"g"
