@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import uuid
 
+from coordinator.core.consumer.messages import ConsumerGroupHeartbeat
+from coordinator.core.events import GroupCreated, LeaveReason, MemberJoined, MemberLeft
 from coordinator.core.messages import ErrorCode as E
+from coordinator.core.records import Record
 from coordinator.core.share.coordinator import ShareGroupCoordinator
 from coordinator.core.share.group_configs import GroupConfigKey
 from coordinator.core.share.messages import (
@@ -19,7 +22,13 @@ from coordinator.core.share.messages import (
     ShareGroupHeartbeat,
     ShareHeartbeatResponse,
 )
+from coordinator.core.share.records import (
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupMemberMetadataKey,
+    ShareGroupTargetAssignmentMemberKey,
+)
 from coordinator.core.topics import TopicCatalog, TopicInfo
+from tests.support.fakeclock import Harness
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 
@@ -92,3 +101,60 @@ def test_describe_answers_every_field() -> None:
         DescribedShareGroup("nope", E.group_id_not_found, "Group nope not found."),
         DescribedShareGroup("classic", E.group_id_not_found, "Group classic is not a share group."),
     )  # fmt: skip
+
+
+# -- inside the core (coordinator.core.handlers.share) ---------------------------------------------
+
+
+def test_the_core_answers_share_heartbeats_with_history_events() -> None:
+    h = Harness(topics=(("t1", 1),))
+    joined = h.call(ShareGroupHeartbeat("g", "m1", 0, None, ("t1",), "cid", "/10.0.0.1"))
+    assert (joined.error, joined.member_epoch) == (E.none, 1)
+    h.call(ShareGroupHeartbeat("g", "m2", 0, None, ("t1",), "c2", "/10.0.0.2"))
+    h.call(ShareGroupHeartbeat("g", "m1", 1))  # a known member: no event
+    h.call(ShareGroupHeartbeat("g", "m2", -1))
+    share = h.core.share.config
+    h.advance(share.session_timeout_ms)  # m1 expires
+    assert h.events == [
+        GroupCreated("g"),
+        MemberJoined("g", "m1", None, "cid", "/10.0.0.1"),
+        MemberJoined("g", "m2", None, "c2", "/10.0.0.2"),
+        MemberLeft("g", "m2", None, LeaveReason.LEFT),
+        MemberLeft("g", "m1", None, LeaveReason.EXPIRED),
+    ]
+    # The fence's records (tombstones, the group epoch, the assignment epoch) went to the log.
+    assert h.records[-5:-2] == [
+        Record(ShareGroupCurrentMemberAssignmentKey("g", "m1"), None),
+        Record(ShareGroupTargetAssignmentMemberKey("g", "m1"), None),
+        Record(ShareGroupMemberMetadataKey("g", "m1"), None),
+    ]
+    assert h.core.share.groups["g"].members == {}
+
+
+def test_the_core_refuses_other_group_kinds_ids_and_answers_while_loading() -> None:
+    h = Harness()
+    h.commit("classic", {("orders", 0): 5})  # an Empty classic group holding offsets
+    h.call(ConsumerGroupHeartbeat("consumer", "c1", 0, rebalance_timeout_ms=30_000,
+                                  subscribed_topic_names=("orders",), topic_partitions=()))
+    for gid in ("classic", "consumer"):
+        assert h.call(ShareGroupHeartbeat(gid, "m1", 0, None, ("orders",))) == (
+            ShareHeartbeatResponse(E.group_id_not_found, f"Group {gid} is not a share group."))
+    described = h.call(ShareGroupDescribe(("classic", "consumer", ""))).groups
+    assert described == (
+        DescribedShareGroup("classic", E.group_id_not_found, "Group classic is not a share group."),
+        DescribedShareGroup("consumer", E.group_id_not_found,
+                            "Group consumer is not a share group."),
+        DescribedShareGroup("", E.invalid_group_id),
+    )  # fmt: skip
+    # An empty group id goes on to the share coordinator's own check.
+    assert h.call(ShareGroupHeartbeat("", "m1", 0, None, ("orders",))).error == E.invalid_request
+    h.call(ShareGroupHeartbeat("g", "m1", 0, None, ("orders",)))
+    events = len(h.events)
+    h.core.loading = True
+    assert h.call(ShareGroupHeartbeat("g", "m1", 1)) == ShareHeartbeatResponse(
+        E.coordinator_load_in_progress)
+    assert h.call(ShareGroupDescribe(("g", "x"))).groups == (
+        DescribedShareGroup("g", E.coordinator_load_in_progress),
+        DescribedShareGroup("x", E.coordinator_load_in_progress))
+    h.absorb(h.core.expire(h.now + h.core.share.config.session_timeout_ms))  # none expires
+    assert "m1" in h.core.share.groups["g"].members and len(h.events) == events
