@@ -9,11 +9,12 @@ from __future__ import annotations
 import uuid
 
 from coordinator.core.consumer.messages import ConsumerGroupHeartbeat
+from coordinator.core.consumer.records import TopicPartitions
 from coordinator.core.events import GroupCreated, LeaveReason, MemberJoined, MemberLeft
 from coordinator.core.messages import ErrorCode as E
 from coordinator.core.records import Record
 from coordinator.core.share.coordinator import ShareGroupCoordinator
-from coordinator.core.share.group_configs import GroupConfigKey
+from coordinator.core.share.group_configs import GroupConfigKey, GroupConfigValue
 from coordinator.core.share.messages import (
     DescribedShareGroup,
     DescribedShareMember,
@@ -21,12 +22,19 @@ from coordinator.core.share.messages import (
     ShareGroupDescribe,
     ShareGroupHeartbeat,
     ShareHeartbeatResponse,
+    ShareRecord,
 )
+from coordinator.core.share.persisted import RecordState, ShareSnapshot, StateBatch
 from coordinator.core.share.records import (
     ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
     ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
     ShareGroupTargetAssignmentMemberKey,
 )
+from coordinator.core.share.state_records import SharePartitionStateKey, SharePartitionStateValue
 from coordinator.core.topics import TopicCatalog, TopicInfo
 from tests.support.fakeclock import Harness
 
@@ -158,3 +166,122 @@ def test_the_core_refuses_other_group_kinds_ids_and_answers_while_loading() -> N
         DescribedShareGroup("x", E.coordinator_load_in_progress))
     h.absorb(h.core.expire(h.now + h.core.share.config.session_timeout_ms))  # none expires
     assert "m1" in h.core.share.groups["g"].members and len(h.events) == events
+
+
+# -- membership records and their replay ----------------------------------------------------------
+
+
+def test_a_member_keeps_its_rack_until_it_sends_another_and_replay_restores_it() -> None:
+    c = coordinator()
+    log = c.heartbeat(ShareGroupHeartbeat("g", "m1", 0, "r1", ("t1",), "cid", "/h"), 0).records
+    log += c.heartbeat(ShareGroupHeartbeat("g", "m1", 1, None, None, "cid", "/h"), 0).records
+    assert c.groups["g"].members["m1"].rack_id == "r1"
+    log += c.heartbeat(ShareGroupHeartbeat("g", "m1", 1, "r2", None, "cid", "/h"), 0).records
+    assert c.groups["g"].members["m1"].rack_id == "r2"
+    rebuilt = coordinator()
+    for record in log:
+        rebuilt.replay(record)
+    assert rebuilt.groups["g"].members == c.groups["g"].members
+    # The current assignment record: the epochs, state 0 (STABLE, the only one of a share
+    # member) and the partitions.
+    assert log[-1] == ShareRecord(ShareGroupMemberMetadataKey("g", "m1"),
+                                  ShareGroupMemberMetadataValue("r2", "cid", "/h", ("t1",)))
+    assert ShareRecord(ShareGroupCurrentMemberAssignmentKey("g", "m1"),
+                       ShareGroupCurrentMemberAssignmentValue(1, 0, 0, (TopicPartitions(T1, (0,)),))
+                       ) in log  # fmt: skip
+
+
+def test_an_unchanged_heartbeat_writes_nothing_and_a_new_subscription_bumps_the_epoch() -> None:
+    c = coordinator()
+    c.heartbeat(ShareGroupHeartbeat("g", "m1", 0, None, ("t1",), "cid", "/h"), 0)
+    same = c.heartbeat(ShareGroupHeartbeat("g", "m1", 1, None, None, "cid", "/h"), 0)
+    assert same.records == () and same.response.member_epoch == 1
+    more = c.heartbeat(ShareGroupHeartbeat("g", "m1", 1, None, ("t1", "t2"), "cid", "/h"), 0)
+    assert more.response.member_epoch == 2 and c.groups["g"].group_epoch == 2
+    assert more.response.assignment == (TopicPartitions(T1, (0,)), TopicPartitions(T2, (0, 1)))
+    assert more.records[0] == ShareRecord(ShareGroupMemberMetadataKey("g", "m1"),
+                                          ShareGroupMemberMetadataValue(None, "cid", "/h",
+                                                                        ("t1", "t2")))
+
+
+def test_a_grown_topic_reaches_a_member_whose_heartbeat_changes_nothing_else() -> None:
+    c = coordinator()
+    c.heartbeat(ShareGroupHeartbeat("g", "m1", 0, None, ("t1",), "cid", "/h"), 0)
+    c.topics.put(TopicInfo("t1", T1, 2))
+    c.topic_changed("t1")
+    grown = c.heartbeat(ShareGroupHeartbeat("g", "m1", 1, None, None, "cid", "/h"), 0).response
+    assert grown.member_epoch == 2 and grown.assignment == (TopicPartitions(T1, (0, 1)),)
+
+
+def test_a_fence_writes_the_remaining_members_hash_and_releases_partitions_in_order() -> None:
+    c = coordinator()
+    for m in ("m1", "m2"):
+        c.heartbeat(ShareGroupHeartbeat("g", m, 0, None, ("t1", "t2"), "cid", "/h"), 0)
+    metadata_hash = c.groups["g"].metadata_hash
+    assert metadata_hash != 0
+    # Made in the order T2 then T1: the updates still come by topic id, then partition.
+    for key in (("g", T2, 1), ("g", T2, 0), ("g", T1, 0), ("other", T1, 0)):
+        c.share_partition(*key).acquire("m2", [(0, 0)], 0, max_records=1)
+    left = c.heartbeat(ShareGroupHeartbeat("g", "m2", -1), 0)
+    assert left.records[3] == ShareRecord(ShareGroupMetadataKey("g"),
+                                          ShareGroupMetadataValue(3, metadata_hash))
+    assert [k for k, _ in left.partition_updates] == [("g", T1, 0), ("g", T2, 0), ("g", T2, 1)]
+    assert "m2" not in c.groups["g"].targets and "m2" not in c.groups["g"].members
+
+
+def test_replay_takes_tombstones_of_what_it_never_saw() -> None:
+    # Compaction may have removed the value a tombstone deletes: replay goes on.
+    c = coordinator()
+    for key in (ShareGroupTargetAssignmentMemberKey("g", "m9"), ShareGroupMemberMetadataKey(
+            "g", "m9"), ShareGroupCurrentMemberAssignmentKey("g", "m9")):  # fmt: skip
+        c.heartbeat(ShareGroupHeartbeat("g", "m1", 0, None, ("t1",)), 0)
+        c.replay(ShareRecord(key, None))
+    assert set(c.groups["g"].members) == {"m1"} and set(c.groups["g"].targets) == {"m1"}
+    c.replay_partition(SharePartitionStateKey("g", T1, 5), None)
+    assert c.partitions == {}
+
+
+def test_a_replayed_share_partition_takes_its_groups_config() -> None:
+    c = coordinator()
+    c.replay_group_config(GroupConfigKey("g"), GroupConfigValue((
+        ("share.record.lock.duration.ms", "2000"),)))  # fmt: skip
+    snapshot = ShareSnapshot(0, 3, 1, 10, 2, (
+        StateBatch(10, 11, RecordState.ACKNOWLEDGED, 1),
+        StateBatch(14, 15, RecordState.ARCHIVED, 2)))  # fmt: skip
+    c.replay_partition(SharePartitionStateKey("g", T1, 0), SharePartitionStateValue(snapshot))
+    part = c.partitions[("g", T1, 0)]
+    assert part.config.record_lock_duration_ms == 2000 and part.state_epoch == 3
+    assert part.snapshot().state_epoch == 3 and part.start_offset == 12
+    # 12 and 13 lie between the batches: never delivered, so their first delivery counts 1.
+    got = part.acquire("m1", [(12, 16)], 0, max_records=10).records
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got] == [
+        (12, 13, 1), (16, 16, 1)]
+    assert part.next_deadline() == 2000
+
+
+def test_unloading_a_group_forgets_only_its_members_partitions_and_configs() -> None:
+    c = coordinator()
+    c.heartbeat(ShareGroupHeartbeat("g", "m1", 0, None, ("t1",)), 0)
+    c.heartbeat(ShareGroupHeartbeat("h", "m2", 0, None, ("t1",)), 1000)
+    for gid in ("g", "h"):
+        c.replay_group_config(GroupConfigKey(gid), GroupConfigValue((
+            ("share.delivery.count.limit", "3"),)))  # fmt: skip
+        c.share_partition(gid, T1, 0)
+    c.unload_group("g")
+    assert list(c.groups) == ["h"] and list(c.partitions) == [("h", T1, 0)]
+    assert list(c.group_configs) == ["h"]
+    assert c.partition_config("g") == c.config.partition
+    assert c.partition_config("h").delivery_count_limit == 3
+    assert c.next_deadline_ms() == 1000 + c.config.session_timeout_ms
+    assert c.expire(1000 + c.config.session_timeout_ms)[0].response.member_id == "m2"
+
+
+def test_the_isolation_level_is_the_groups() -> None:
+    c = coordinator()
+    assert not c.read_committed("g")
+    c.replay_group_config(GroupConfigKey("g"), GroupConfigValue((
+        ("share.isolation.level", " read_committed "),)))  # fmt: skip
+    assert c.read_committed("g") and not c.read_committed("h")
+    c.replay_group_config(GroupConfigKey("g"), GroupConfigValue((
+        ("share.isolation.level", "read_uncommitted"),)))  # fmt: skip
+    assert not c.read_committed("g")

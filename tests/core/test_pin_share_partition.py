@@ -83,3 +83,15 @@ def test_no_deadline_once_every_lock_is_released_or_acknowledged() -> None:
     assert p.next_deadline() == 100 + 30_000  # m1's lock, held by nothing, is skipped
     p.release_member("m2")
     assert p.next_deadline() is None
+
+
+def test_an_expiry_after_every_record_was_acknowledged_releases_nothing() -> None:
+    base = 5_000_000_000_000  # offsets far from 0: the work is per record in the lock
+    p = SharePartition(SharePartitionConfig(), base)
+    p.acquire("m1", [(base, base + 4)], 0, max_records=10)
+    p.acknowledge("m1", [(base, base + 4, [AcknowledgeType.ACCEPT])], 1)
+    assert p.expire(30_000) is None and p.expired_locks == 0
+    p.acquire("m1", [(base + 5, base + 6)], 0, max_records=10)
+    update = p.expire(30_000)
+    assert update is not None and p.expired_locks == 1
+    assert update.state_batches == (StateBatch(base + 5, base + 6, AVAILABLE, 1),)
