@@ -7,16 +7,21 @@ a change that the rest of the fast suite let through.
 
 from __future__ import annotations
 
+from coordinator.core.messages import ErrorCode
 from coordinator.core.share.partition import (
+    Acknowledged,
     AcknowledgeType,
+    Acquired,
+    AcquireMode,
     RecordState,
     SharePartition,
     SharePartitionConfig,
+    ShareSnapshot,
     ShareUpdate,
     StateBatch,
 )
 
-RELEASE = AcknowledgeType.RELEASE
+ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
 ACQUIRED, AVAILABLE, ARCHIVED = RecordState.ACQUIRED, RecordState.AVAILABLE, RecordState.ARCHIVED
 
 
@@ -95,3 +100,127 @@ def test_an_expiry_after_every_record_was_acknowledged_releases_nothing() -> Non
     update = p.expire(30_000)
     assert update is not None and p.expired_locks == 1
     assert update.state_batches == (StateBatch(base + 5, base + 6, AVAILABLE, 1),)
+
+
+def ranges_of(got: Acquired) -> list[tuple[int, int, int]]:
+    return [(r.first_offset, r.last_offset, r.delivery_count) for r in got.records]
+
+
+def test_nothing_is_acquired_for_no_records_or_records_below_the_start() -> None:
+    p = part()
+    assert p.acquire("m1", [], 0, max_records=10) == Acquired((), 0, None)
+    assert p.acquire("m1", [(0, 4)], 0, max_records=0) == Acquired((), 0, None)
+    assert p.record(0) is None
+    p.advance_start_offset(10)
+    assert p.acquire("m1", [(0, 9)], 0, max_records=10) == Acquired((), 0, None)
+
+
+def test_cached_records_first_then_new_ones_up_to_max_records() -> None:
+    p = part()
+    p.acquire("m1", [(0, 4)], 0, max_records=10)
+    p.acknowledge("m1", [(0, 1, [RELEASE])], 1)
+    got = p.acquire("m2", [(0, 9)], 2, max_records=4, mode=AcquireMode.RECORD_LIMIT)
+    assert (ranges_of(got), got.count) == ([(0, 1, 2), (5, 6, 1)], 4)
+    # Exactly max_records cached: no new record, not even the rest of a fetched batch.
+    q = part()
+    q.acquire("m1", [(0, 4)], 0, max_records=10)
+    q.acknowledge("m1", [(0, 1, [RELEASE])], 1)
+    got = q.acquire("m2", [(0, 9)], 2, max_records=2)
+    assert (ranges_of(got), got.count, q.end_offset) == ([(0, 1, 2)], 2, 4)
+
+
+def test_at_the_cap_a_fetch_inside_the_window_redelivers_what_is_available() -> None:
+    p = part(max_record_locks=10)
+    p.acquire("m1", [(0, 9)], 0, max_records=10)
+    p.acknowledge("m1", [(5, 9, [RELEASE])], 1)
+    got = p.acquire("m2", [(0, 19)], 2, max_records=100, fetch_offset=5)
+    assert ranges_of(got) == [(5, 9, 2)]
+    q = part(max_record_locks=10)
+    q.acquire("m1", [(0, 9)], 0, max_records=10)
+    q.acknowledge("m1", [(9, 9, [RELEASE])], 1)  # the last in-flight offset
+    assert ranges_of(q.acquire("m2", [(0, 19)], 2, max_records=100, fetch_offset=9)) == [
+        (9, 9, 2)]
+    assert q.acquire("m2", [(10, 19)], 2, max_records=100, fetch_offset=10) == Acquired(
+        (), 0, None)
+
+
+def test_records_missing_between_the_fetch_offset_and_the_first_batch_are_archived() -> None:
+    # maybeArchiveStaleBatches: compaction removed them upstream.
+    p = part()
+    p.acquire("m1", [(0, 9)], 0, max_records=10)
+    p.acknowledge("m1", [(0, 9, [RELEASE])], 1)
+    got = p.acquire("m2", [(5, 9)], 2, max_records=100, fetch_offset=0)
+    assert ranges_of(got) == [(5, 9, 2)] and p.start_offset == 5
+    assert got.update is not None and got.update.start_offset == 5
+
+
+def test_a_fetch_past_one_record_in_flight_keeps_it() -> None:
+    p = part()
+    p.acquire("m1", [(0, 0)], 0, max_records=10)
+    assert ranges_of(p.acquire("m2", [(5, 9)], 0, max_records=10)) == [(5, 9, 1)]
+    assert p.start_offset == 0 and p.record(0) == (ACQUIRED, 1, "m1")
+    assert p.record(2) == (ARCHIVED, 0, "")
+
+
+def test_records_at_half_the_delivery_limit_are_delivered_half_as_many() -> None:
+    # An odd limit: records delivered ceil(5 / 2) = 3 times already come half as many.
+    p = part(delivery_count_limit=5)
+    for n in range(3):
+        p.acquire("m1", [(0, 9)], n, max_records=10)
+        p.acknowledge("m1", [(0, 9, [RELEASE])], n)
+    assert ranges_of(p.acquire("m1", [(0, 9)], 5, max_records=10)) == [(0, 4, 4)]
+
+
+def test_batch_optimized_mode_ends_at_the_batch_holding_the_last_wanted_offset() -> None:
+    p = part()
+    # max_records 6: offset 5 is the first of the second batch, taken whole.
+    assert ranges_of(p.acquire("m1", [(0, 4), (5, 9), (10, 14)], 0, max_records=6)) == [
+        (0, 9, 1)]
+
+
+def test_acknowledge_refusals_say_why() -> None:
+    p = part()
+    wrong, bad = ErrorCode.invalid_record_state, ErrorCode.invalid_request
+    assert p.acknowledge("m1", [(0, 0, [ACCEPT])], 0) == Acknowledged(
+        wrong, None, "Batch record not found.")
+    p.acquire("m1", [(5, 9)], 0, max_records=10)
+    cases = [
+        ([(7, 6, [ACCEPT])], bad, "Invalid acknowledgement batch."),
+        ([(5, 6, [])], bad, "Invalid acknowledgement batch."),
+        ([(5, 7, [ACCEPT, ACCEPT])], bad, "Invalid acknowledgement batch."),
+        ([(5, 6, [1, 7])], bad, "Invalid acknowledge type: [1, 7]"),
+        ([(10, 12, [ACCEPT])], bad, "The first offset in request is past acquired records."),
+        ([(8, 12, [ACCEPT])], bad, "The last offset in request is past acquired records."),
+        ([(5, 5, [ACCEPT]), (5, 5, [ACCEPT])], wrong, "The offset is not acquired."),
+    ]
+    for batches, error, message in cases:
+        assert p.acknowledge("m1", batches, 1) == Acknowledged(
+            error, None, message), batches
+    assert p.acknowledge("m2", [(5, 5, [ACCEPT])], 1) == Acknowledged(
+        wrong, None, "Member is not the owner of offset.")
+    # One type per offset, the batch starting anywhere.
+    assert p.acknowledge("m1", [(6, 8, [ACCEPT, REJECT, ACCEPT])], 1).error == ErrorCode.none
+    assert [p.record(o) for o in (6, 7, 8)] == [(RecordState.ACKNOWLEDGED, 1, ""),
+                                               (ARCHIVED, 1, ""), (RecordState.ACKNOWLEDGED, 1, "")]
+
+
+def test_a_renewed_lock_expires_at_its_new_deadline() -> None:
+    p = part()
+    p.acquire("m1", [(0, 1)], 0, max_records=10)
+    p.acknowledge("m1", [(1, 1, [AcknowledgeType.RENEW])], 10_000)
+    p.expire(30_000)
+    assert p.record(0) == (AVAILABLE, 1, "") and p.record(1) == (ACQUIRED, 1, "m1")
+    update = p.expire(40_000)
+    assert update is not None and p.record(1) == (AVAILABLE, 1, "")
+
+
+def test_snapshots_count_their_epochs_and_done_records_and_skip_undelivered_ones() -> None:
+    p = part()
+    assert [p.take_snapshot().snapshot_epoch for _ in range(2)] == [1, 2]
+    loaded = SharePartition.from_snapshot(ShareSnapshot(2, 0, 0, 10, 4, (
+        StateBatch(10, 11, RecordState.ACKNOWLEDGED, 1),
+        StateBatch(14, 15, ARCHIVED, 2),
+        StateBatch(16, 16, AVAILABLE, 1))), SharePartitionConfig())  # fmt: skip
+    # 12 and 13 were never delivered: left out, the batches after them kept.
+    assert loaded.snapshot() == ShareSnapshot(2, 0, 0, 12, 2, (
+        StateBatch(14, 15, ARCHIVED, 2), StateBatch(16, 16, AVAILABLE, 1)))  # fmt: skip
