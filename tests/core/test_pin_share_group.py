@@ -35,13 +35,14 @@ from coordinator.core.share.records import (
     ShareGroupTargetAssignmentMemberKey,
 )
 from coordinator.core.share.state_records import SharePartitionStateKey, SharePartitionStateValue
+from coordinator.core.topichash import HASH_FUNCTIONS, group_hash, topic_hash
 from coordinator.core.topics import TopicCatalog, TopicInfo
 from tests.support.fakeclock import Harness
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 
 
-def coordinator(**config: int) -> ShareGroupCoordinator:
+def coordinator(**config: int | str) -> ShareGroupCoordinator:
     topics = TopicCatalog([TopicInfo("t1", T1, 1), TopicInfo("t2", T2, 2)])
     return ShareGroupCoordinator(ShareGroupConfig(**config), topics)  # type: ignore[arg-type]
 
@@ -285,3 +286,51 @@ def test_the_isolation_level_is_the_groups() -> None:
     c.replay_group_config(GroupConfigKey("g"), GroupConfigValue((
         ("share.isolation.level", "read_uncommitted"),)))  # fmt: skip
     assert not c.read_committed("g")
+
+
+# -- session timeouts after loading, and expiry --------------------------------------------------
+
+
+def test_loaded_members_get_a_fresh_session_timeout_of_their_group() -> None:
+    live = coordinator()
+    log = []
+    for gid, member in (("g", "m1"), ("h", "m2")):
+        req = ShareGroupHeartbeat(gid, member, 0, None, ("t1",))
+        log += live.heartbeat(req, 0).records
+    loaded = coordinator()
+    loaded.replay_group_config(GroupConfigKey("g"), GroupConfigValue((
+        ("share.session.timeout.ms", "4000"),)))  # fmt: skip
+    for record in log:
+        loaded.replay(record)
+    loaded.finish_loading(10_000, ["g"])  # only g's partition finished loading
+    assert loaded.next_deadline_ms() == 14_000
+    assert [r.response.member_id for r in loaded.expire(14_000)] == ["m1"]
+    loaded.finish_loading(20_000)
+    assert loaded.next_deadline_ms() == 20_000 + loaded.config.session_timeout_ms
+
+
+def test_expiry_fences_in_deadline_order_and_drops_deadlines_of_members_gone() -> None:
+    c = coordinator()
+    c.heartbeat(ShareGroupHeartbeat("b", "m1", 0, None, ("t1",)), 100)
+    c.heartbeat(ShareGroupHeartbeat("a", "m2", 0, None, ("t1",)), 200)
+    c.heartbeat(ShareGroupHeartbeat("a", "m3", 0, None, ("t1",)), 50)
+    c.replay(ShareRecord(ShareGroupMemberMetadataKey("a", "m3"), None))  # gone, its deadline not
+    part = c.share_partition("b", T1, 0)
+    part.acquire("m1", [(0, 4)], 0, max_records=10)
+    timeout = c.config.session_timeout_ms
+    results = c.expire(200 + timeout)
+    assert [r.response for r in results] == [
+        ShareHeartbeatResponse(E.none, member_id="m1"),
+        ShareHeartbeatResponse(E.none, member_id="m2"),
+    ]
+    assert [k for k, _ in results[0].partition_updates] == [("b", T1, 0)]
+    assert c.next_deadline_ms() is None and c.expire(10**9) == []
+
+
+def test_the_configured_topic_hash_function_makes_the_groups_hash() -> None:
+    for name in ("murmur3", "xxh3"):
+        c = coordinator(topic_hash=name)  # type: ignore[arg-type]
+        c.heartbeat(ShareGroupHeartbeat("g", "m1", 0, None, ("t1",)), 0)
+        expected = group_hash({"t1": topic_hash(c.topics.get("t1"), HASH_FUNCTIONS[name])},  # type: ignore[arg-type]
+                              HASH_FUNCTIONS[name])
+        assert c.groups["g"].metadata_hash == expected, name
