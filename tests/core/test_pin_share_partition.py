@@ -224,3 +224,44 @@ def test_snapshots_count_their_epochs_and_done_records_and_skip_undelivered_ones
     # 12 and 13 were never delivered: left out, the batches after them kept.
     assert loaded.snapshot() == ShareSnapshot(2, 0, 0, 12, 2, (
         StateBatch(14, 15, ARCHIVED, 2), StateBatch(16, 16, AVAILABLE, 1)))  # fmt: skip
+
+
+def test_a_fetch_that_stops_early_on_redelivery_takes_no_new_records() -> None:
+    # Every reason _acquire_cached stops (max records, a last delivery alone, a throttled
+    # record, a record on its last delivery) ends the fetch there: no record past SPEO.
+    def redelivering(limit: int, deliveries: int) -> SharePartition:
+        p = part(delivery_count_limit=limit)
+        for n in range(deliveries):
+            p.acquire("m1", [(0, 3)], n, max_records=10)
+            p.acknowledge("m1", [(0, 3, [RELEASE])], n)
+        return p
+
+    p = redelivering(5, 1)  # max records reached on cached records
+    assert ranges_of(p.acquire("m1", [(0, 9)], 9, max_records=2)) == [(0, 1, 2)]
+    p = redelivering(4, 3)  # delivery count 3 = limit - 1: the last one, alone
+    assert ranges_of(p.acquire("m1", [(0, 9)], 9, max_records=10)) == [(0, 0, 4)]
+    assert ranges_of(p.acquire("m1", [(0, 9)], 9, max_records=10)) == [(1, 1, 4)]
+    p = redelivering(10, 5)  # throttled from ceil(10 / 2) = 5 deliveries: half of 10
+    assert ranges_of(p.acquire("m1", [(0, 9)], 9, max_records=4)) == [(0, 1, 6)]
+    # Nothing stopping it: the cached records, then new ones.
+    q = redelivering(4, 1)
+    assert ranges_of(q.acquire("m1", [(0, 9)], 9, max_records=10)) == [(0, 3, 2), (4, 9, 1)]
+
+
+def test_renewal_refused_says_why() -> None:
+    p = part(renew_enabled=False)
+    p.acquire("m1", [(0, 0)], 0, max_records=1)
+    assert p.acknowledge("m1", [(0, 0, [AcknowledgeType.RENEW])], 1) == Acknowledged(
+        ErrorCode.invalid_record_state, None, "Renewing acquisition locks is not enabled.")
+
+
+def test_an_update_names_the_start_only_when_it_moved_and_keeps_undelivered_records() -> None:
+    p = part()
+    p.acquire("m1", [(0, 4)], 0, max_records=10)
+    update = p.acknowledge("m1", [(2, 2, [ACCEPT])], 1).update
+    assert update == ShareUpdate(0, 0, -1, 1, (StateBatch(2, 2, RecordState.ACKNOWLEDGED, 1),))
+    # Records archived in a hole upstream were never delivered: the update still carries them.
+    q = part()
+    q.acquire("m1", [(0, 0)], 0, max_records=10)
+    got = q.acquire("m1", [(3, 3)], 0, max_records=10)
+    assert got.update is not None and got.update.state_batches == (StateBatch(1, 2, ARCHIVED, 0),)
