@@ -275,8 +275,15 @@ def test_a_damaged_config_record_says_what_is_wrong() -> None:
         (key, value[:3], r"^bad group config value: "),
         (key + b"x", value, r"^group config key has trailing bytes$"),
         (key[:3], value, r"^bad group config key: "),
+        (key, struct.pack(">hi", 0, -1), r"^negative group config count -1$"),
+        (key, struct.pack(">hi", -1, 0), r"^unknown group config version -1$"),
+        # A string length of -1 (0xFFFF), the 65535 bytes an unsigned reading would take there.
+        (key, struct.pack(">hih", 0, 1, -1) + bytes(65535) + struct.pack(">h", 0),
+         r"^group config string runs past the record$"),
     ]
     for k, v, message in cases:
         with pytest.raises(RecordDecodeError, match=message):
             decode_record(k, v)
     assert decode_record(struct.pack(">hh", 105, 0), None) == Record(GroupConfigKey(""), None)
+    with pytest.raises(struct.error):  # no int16 length holds it: refused, never written
+        encode_record(Record(GroupConfigKey("g"), GroupConfigValue((("a", "v" * 0x8000),))))

@@ -55,6 +55,9 @@ def beat(c: ShareGroupCoordinator, member: str, epoch: int, topics: tuple[str, .
 
 def test_refusals_say_why_in_kafkas_words() -> None:
     c = coordinator(max_size=2)
+    joined = coordinator().heartbeat(ShareGroupHeartbeat("g", "m1", 0, None, ("t1",)), 0)
+    assert joined.response == ShareHeartbeatResponse(
+        E.none, None, "m1", 1, 5000, (TopicPartitions(T1, (0,)),))
     assert beat(c, "m1", 1) == ShareHeartbeatResponse(
         E.group_id_not_found, "Share group g not found.")
     beat(c, "m1", 0, ("t1",))
@@ -305,6 +308,7 @@ def test_loaded_members_get_a_fresh_session_timeout_of_their_group() -> None:
     loaded.finish_loading(10_000, ["g"])  # only g's partition finished loading
     assert loaded.next_deadline_ms() == 14_000
     assert [r.response.member_id for r in loaded.expire(14_000)] == ["m1"]
+    assert loaded.next_deadline_ms() is None  # h is not loaded yet: no session runs
     loaded.finish_loading(20_000)
     assert loaded.next_deadline_ms() == 20_000 + loaded.config.session_timeout_ms
 

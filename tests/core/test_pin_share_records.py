@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+from coordinator.core.consumer.codec import ConsumerCodecError
 from coordinator.core.record_codec import decode_record, encode_record
 from coordinator.core.record_wire import RecordDecodeError
 from coordinator.core.records import Record
@@ -91,3 +92,12 @@ def test_a_snapshot_is_due_after_the_configured_number_of_updates() -> None:
 def test_the_record_codec_routes_type_104() -> None:
     record = Record(SharePartitionStateKey("g", TOPIC, 4), SharePartitionStateValue(SNAPSHOT))
     assert decode_record(*encode_record(record)) == record
+
+
+def test_the_share_group_codec_refuses_unknown_types_and_versions() -> None:
+    key = share_records.encode_key(share_records.ShareGroupMetadataKey("g"))
+    with pytest.raises(ConsumerCodecError, match=r"^not a share-group record type: 99$"):
+        share_records.decode_key(99, key)
+    with pytest.raises(ConsumerCodecError, match=r"^unknown ShareGroupMetadataKey value version "
+                       r"1$"):
+        share_records.decode_value(share_records.ShareGroupMetadataKey("g"), b"\x00\x01")

@@ -259,6 +259,8 @@ def decode_value(data: bytes) -> GroupConfigValue:
         version, count = struct.unpack_from(">hi", data, 0)
         if version != _VERSION:
             raise RecordDecodeError(f"unknown group config version {version}")
+        if count < 0:
+            raise RecordDecodeError(f"negative group config count {count}")
         pos, configs = 6, []
         for _ in range(count):
             name, pos = _read_string(data, pos)
