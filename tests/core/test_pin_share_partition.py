@@ -265,3 +265,60 @@ def test_an_update_names_the_start_only_when_it_moved_and_keeps_undelivered_reco
     q.acquire("m1", [(0, 0)], 0, max_records=10)
     got = q.acquire("m1", [(3, 3)], 0, max_records=10)
     assert got.update is not None and got.update.state_batches == (StateBatch(1, 2, ARCHIVED, 0),)
+
+
+def test_the_last_delivery_rules_need_a_limit_above_two() -> None:
+    # Limit 2: the second delivery is the last, but records still come together.
+    p = part(delivery_count_limit=2)
+    p.acquire("m1", [(0, 3)], 0, max_records=10)
+    p.acknowledge("m1", [(0, 3, [RELEASE])], 0)
+    assert ranges_of(p.acquire("m1", [(0, 3)], 0, max_records=10)) == [(0, 3, 2)]
+    # Limit 3: a record on its last delivery goes alone, even before one delivered less.
+    q = part(delivery_count_limit=3)
+    q.acquire("m1", [(0, 1)], 0, max_records=10)
+    q.acknowledge("m1", [(0, 0, [RELEASE])], 0)
+    q.acquire("m1", [(0, 1)], 0, max_records=10)  # 0 again (count 2); 1 still held
+    q.acknowledge("m1", [(0, 1, [RELEASE])], 0)
+    assert [q.record(o) for o in (0, 1)] == [(AVAILABLE, 2, ""), (AVAILABLE, 1, "")]
+    assert ranges_of(q.acquire("m1", [(0, 1)], 0, max_records=10)) == [(0, 0, 3)]
+
+
+def test_a_throttled_fetch_takes_at_least_one_record() -> None:
+    p = part(delivery_count_limit=10)
+    for n in range(5):
+        p.acquire("m1", [(0, 9)], n, max_records=10)
+        p.acknowledge("m1", [(0, 9, [RELEASE])], n)
+    assert ranges_of(p.acquire("m1", [(0, 9)], 9, max_records=2)) == [(0, 0, 6)]
+
+
+def test_record_limit_cuts_one_over_and_batch_size_splits_at_a_batch_boundary() -> None:
+    p = part()
+    got = p.acquire("m1", [(0, 3)], 0, max_records=3, mode=AcquireMode.RECORD_LIMIT)
+    assert ranges_of(got) == [(0, 2, 1)]
+    q = part()
+    batches = [(0, 9), (10, 10), (11, 20)]
+    got = q.acquire("m1", batches, 0, max_records=11, batch_size=10)
+    assert ranges_of(got) == [(0, 9, 1), (10, 10, 1)] and q.end_offset == 10
+
+
+def test_aborted_records_are_dropped_only_from_what_this_fetch_acquired() -> None:
+    p = part()
+    p.acquire("m1", [(0, 4)], 0, max_records=10)
+    p.acknowledge("m1", [(0, 1, [RELEASE])], 0)
+    got = p.acquire("m2", [(0, 9)], 0, max_records=10, aborted=[(0, 0), (2, 2), (7, 7)])
+    assert ranges_of(got) == [(1, 1, 2), (5, 6, 1), (8, 9, 1)]
+    assert p.acquired_by("m1") == [2, 3, 4] and p.start_offset == 1
+
+
+def test_renewing_every_record_of_a_lock_moves_the_deadline() -> None:
+    p = part()
+    p.acquire("m1", [(0, 1)], 0, max_records=10)
+    p.acknowledge("m1", [(0, 1, [AcknowledgeType.RENEW])], 10_000)
+    assert p.next_deadline() == 40_000
+
+
+def test_records_below_the_start_are_forgotten_once_done() -> None:
+    p = part()
+    p.acquire("m1", [(0, 4)], 0, max_records=10)
+    p.acknowledge("m1", [(0, 4, [ACCEPT])], 1)
+    assert p.start_offset == 5 and [p.record(o) for o in range(5)] == [None] * 5
