@@ -32,6 +32,7 @@ def _check(out: dict[str, dict[uuid.UUID, frozenset[int]]], partitions: int) -> 
 @pytest.mark.parametrize(("members", "partitions", "current", "expected"), [
     # No previous target: round-robin over the partitions, member order.
     (3, 2, {}, {"m0": {0, 1}, "m1": {0}, "m2": {1}}),
+    (2, 4, {}, {"m0": {0, 2}, "m1": {1, 3}}),
     # Sticky: a swapped previous target is kept as it is.
     (2, 2, {"m0": {1}, "m1": {0}}, {"m0": {1}, "m1": {0}}),
     # A member keeps no more than its count (m1's is 1 of 3 members on 2 partitions).

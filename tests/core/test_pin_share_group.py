@@ -309,6 +309,8 @@ def test_loaded_members_get_a_fresh_session_timeout_of_their_group() -> None:
     assert loaded.next_deadline_ms() == 14_000
     assert [r.response.member_id for r in loaded.expire(14_000)] == ["m1"]
     assert loaded.next_deadline_ms() is None  # h is not loaded yet: no session runs
+    loaded.finish_loading(15_000, ["offsets-only"])  # a loaded group with no share records
+    assert loaded.next_deadline_ms() is None
     loaded.finish_loading(20_000)
     assert loaded.next_deadline_ms() == 20_000 + loaded.config.session_timeout_ms
 

@@ -322,3 +322,36 @@ def test_records_below_the_start_are_forgotten_once_done() -> None:
     p.acquire("m1", [(0, 4)], 0, max_records=10)
     p.acknowledge("m1", [(0, 4, [ACCEPT])], 1)
     assert p.start_offset == 5 and [p.record(o) for o in range(5)] == [None] * 5
+
+
+def test_a_record_due_its_last_delivery_or_throttled_ends_a_fetch_after_others() -> None:
+    def counts(limit: int, second: int) -> SharePartition:
+        """Offset 0 delivered once, offset 1 `second` times, both AVAILABLE, SPEO 1."""
+        p = part(delivery_count_limit=limit)
+        p.acquire("m1", [(0, 1)], 0, max_records=10)
+        for n in range(second - 1):
+            p.acknowledge("m1", [(1, 1, [RELEASE])], n)
+            p.acquire("m1", [(0, 1)], n, max_records=10, fetch_offset=1)
+        p.acknowledge("m1", [(0, 1, [RELEASE])], 0)
+        assert [p.record(o) for o in (0, 1)] == [(AVAILABLE, 1, ""), (AVAILABLE, second, "")]
+        return p
+
+    p = counts(4, 3)  # offset 1 is due its last delivery: it goes alone, in the next fetch
+    assert ranges_of(p.acquire("m1", [(0, 9)], 9, max_records=10)) == [(0, 0, 2)]
+    assert p.end_offset == 1
+    p = counts(10, 5)  # offset 1 is throttled: it starts the next fetch
+    assert ranges_of(p.acquire("m1", [(0, 9)], 9, max_records=10)) == [(0, 0, 2)]
+    assert p.end_offset == 1
+
+
+def test_max_records_zero_changes_nothing_and_a_window_exactly_used_up_takes_no_new() -> None:
+    p = part()
+    p.acquire("m1", [(0, 9)], 0, max_records=10)
+    p.acknowledge("m1", [(0, 9, [RELEASE])], 0)
+    assert p.acquire("m2", [(5, 9)], 0, max_records=0, fetch_offset=0) == Acquired((), 0, None)
+    assert p.start_offset == 0
+    q = part()
+    q.acquire("m1", [(0, 1)], 0, max_records=10)
+    q.acknowledge("m1", [(0, 1, [RELEASE])], 0)
+    assert ranges_of(q.acquire("m1", [(0, 9)], 0, max_records=2)) == [(0, 1, 2)]
+    assert q.end_offset == 1
