@@ -9,6 +9,7 @@ rest of the fast suite let through.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from coordinator.core.consumer.messages import ConsumerGroupHeartbeat
@@ -163,3 +164,29 @@ def test_while_loading_every_request_is_refused() -> None:
     assert alter(h, "g", ("payments", ((0, 3),))) == AlterShareGroupOffsetsResult(loading)
     assert delete(h, "g", "payments") == DeleteShareGroupOffsetsResult(loading)
     assert h.records == []
+
+
+def test_several_groups_and_topics_in_one_request() -> None:
+    h = Harness()
+    tid = share_member(h)  # g: payments 0 assigned, payments 1 with state
+    orders = h.catalog.get("orders").topic_id  # type: ignore[union-attr]
+    audit = h.catalog.get("audit").topic_id  # type: ignore[union-attr]
+    h.call(ShareGroupHeartbeat("g", "m1", 1, None, ("payments", "audit")))
+    h.core.share.share_partition("g", orders, 2)
+    h.core.share.share_partition("g2", tid, 0)
+    h.core.share.share_partition("g", uuid.UUID(int=99), 0)  # a topic since deleted
+    (g,) = describe(h, ("g", None))
+    assert [(t.name, [p.partition for p in t.partitions]) for t in g.topics] == [
+        ("audit", [0]), ("orders", [2]), ("payments", [0, 1])]
+    h.call(ShareGroupHeartbeat("g", "m1", -1))
+    # An unknown topic first does not stop the others.
+    got = alter(h, "g", ("nope", ((0, 1),)), ("orders", ((2, 7),)))
+    assert [t.name for t in got.topics] == ["nope", "orders"]
+    assert got.topics[1].partitions == (AlteredSharePartition(2),)
+    got = delete(h, "g", "nope", "payments")
+    assert got.topics == (DeletedShareTopic("nope", None, E.unknown_topic_or_partition, UNKNOWN),
+                          DeletedShareTopic("payments", tid))
+    # Only g's payments partitions went: its orders partition and g2's stay.
+    assert sorted((k[0], k[2]) for k in h.core.share.partitions if k[1] != uuid.UUID(int=99)) == [
+        ("g", 2), ("g2", 0)]
+    assert audit not in {k[1] for k in h.core.share.partitions}

@@ -287,3 +287,15 @@ def test_a_damaged_config_record_says_what_is_wrong() -> None:
     assert decode_record(struct.pack(">hh", 105, 0), None) == Record(GroupConfigKey(""), None)
     with pytest.raises(struct.error):  # no int16 length holds it: refused, never written
         encode_record(Record(GroupConfigKey("g"), GroupConfigValue((("a", "v" * 0x8000),))))
+
+
+def test_every_resource_of_a_request_is_answered_in_order() -> None:
+    h = Harness()
+    request = DescribeGroupConfigs(((TOPIC, "orders", None), (GROUP, "", None),
+                                    (GROUP, "g", ("share.delivery.count.limit",))))
+    answers = h.call(request).results
+    assert [(a.resource_type, a.resource_name, a.error) for a in answers] == [
+        (TOPIC, "orders", E.invalid_request), (GROUP, "", E.invalid_request), (GROUP, "g", E.none)]
+    h.core.loading = True
+    loading = h.call(DescribeGroupConfigs(((GROUP, "a", None), (GROUP, "b", None)))).results
+    assert [a.error for a in loading] == [E.coordinator_load_in_progress] * 2

@@ -141,6 +141,7 @@ def test_the_core_answers_share_heartbeats_with_history_events() -> None:
         Record(ShareGroupMemberMetadataKey("g", "m1"), None),
     ]
     assert h.core.share.groups["g"].members == {}
+    assert h.records[0].value is not None  # the member's metadata, written whole
 
 
 def test_the_core_refuses_other_group_kinds_ids_and_answers_while_loading() -> None:
