@@ -128,6 +128,7 @@ def rate(statuses: dict[str, str]) -> tuple[int, int]:
 # a module belongs to the first whose folder holds it.
 PACKAGES = (
     ("core/consumer", "coordinator/core/consumer/"),
+    ("core/share", "coordinator/core/share/"),
     ("core", "coordinator/core/"),
     ("security", "coordinator/security/"),
     ("sidecar", "coordinator/sidecar/"),

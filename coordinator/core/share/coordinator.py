@@ -367,7 +367,8 @@ class ShareGroupCoordinator:
 
     def read_committed(self, group_id: str) -> bool:
         """The group's share.isolation.level is read_committed (Kafka's default: uncommitted)."""
-        return self.group_configs.get(group_id, {}).get("share.isolation.level") == "read_committed"
+        level = self.group_configs.get(group_id, {}).get("share.isolation.level", "")
+        return level.strip() == "read_committed"  # Kafka trims a STRING config's value
 
     def replay_group_config(self, key: GroupConfigKey, value: GroupConfigValue | None) -> None:
         """A group's config record: what it sets now (None: nothing). Live share partitions take

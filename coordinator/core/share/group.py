@@ -84,12 +84,6 @@ class ShareGroup:
     def state(self) -> ShareGroupState:
         return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
 
-    def subscribed_topic_names(self) -> frozenset[str]:
-        return frozenset(t for m in self.members.values() for t in m.subscribed_topic_names)
-
-    def is_empty(self) -> bool:
-        return not self.members and not self.targets and self.group_epoch == 0
-
 
 def to_topic_partitions(partitions: PartitionMap) -> tuple[TopicPartitions, ...]:
     return tuple(

@@ -76,7 +76,9 @@ class ConfigDef:
 
 
 def _int(name: str, kafka_default: int, at_least: int) -> ConfigDef:
-    return ConfigDef(name, 3, f"group.{name}", str(kafka_default), at_least)
+    # Called only while the module is imported, before mutmut can switch a mutant on; the
+    # table it builds is pinned by tests/core/test_pin_share_configs.py (types, names, floors).
+    return ConfigDef(name, 3, f"group.{name}", str(kafka_default), at_least)  # pragma: no mutate
 
 
 CONFIG_DEFS: Final[Mapping[str, ConfigDef]] = {
@@ -152,9 +154,9 @@ def _parse(d: ConfigDef, value: str) -> str | None:
             f"{head}: Invalid value `{value}` for configuration {d.name}. The value must be "
             "either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
         )
-    if word not in d.choices:
-        if d.config_type == 1:
-            return f"{head}: Expected value to be either true or false"
+    if d.config_type == 1:  # ConfigDef.parseType: true or false in any case
+        return None if word in d.choices else f"{head}: Expected value to be either true or false"
+    if value.strip() not in d.choices:  # ConfigDef.ValidString: the exact word (after a trim)
         return f"{head}: String must be one of: {', '.join(d.choices)}"
     return None
 
@@ -194,7 +196,9 @@ def partition_config(
     if "share.partition.max.record.locks" in configs:
         changes["max_record_locks"] = int(configs["share.partition.max.record.locks"])
     if "share.renew.acknowledge.enable" in configs:
-        changes["renew_enabled"] = configs["share.renew.acknowledge.enable"].lower() == "true"
+        changes["renew_enabled"] = (
+            configs["share.renew.acknowledge.enable"].strip().lower() == "true"
+        )
     return replace(base, **changes) if changes else None  # type: ignore[arg-type]
 
 
@@ -255,6 +259,8 @@ def decode_value(data: bytes) -> GroupConfigValue:
         version, count = struct.unpack_from(">hi", data, 0)
         if version != _VERSION:
             raise RecordDecodeError(f"unknown group config version {version}")
+        if count < 0:
+            raise RecordDecodeError(f"negative group config count {count}")
         pos, configs = 6, []
         for _ in range(count):
             name, pos = _read_string(data, pos)

@@ -69,6 +69,8 @@ def encode_key(key: SharePartitionStateKey) -> bytes:
 def decode_key(data: bytes) -> SharePartitionStateKey:
     try:
         (length,) = struct.unpack_from(">h", data, 2)
+        if length < 0:  # a null group id: no key of ours has one
+            raise RecordDecodeError("negative group id length")
         end = 4 + length
         group = data[4:end].decode()
         topic_id = uuid.UUID(bytes=bytes(data[end : end + 16]))
@@ -94,9 +96,7 @@ def encode_value(value: SharePartitionStateValue) -> bytes:
 
 def decode_value(data: bytes) -> SharePartitionStateValue:
     try:
-        version, snapshot_epoch, state_epoch, leader_epoch, start, count = _HEAD.unpack_from(
-            data, 0
-        )
+        version, snapshot_epoch, state_epoch, leader_epoch, start, count = _HEAD.unpack_from(data)
         if version != _VERSION:
             raise RecordDecodeError(f"unknown share partition state version {version}")
         if len(data) != _HEAD.size + count * _BATCH.size:

@@ -1,0 +1,71 @@
+"""The share groups' `simple` assignor (Kafka 4.4's SimpleAssignor), pinned on small cases where
+mutation testing found it loose (issue 36, `make mutation`): members with one subscription share
+the partitions of all their topics together, each member's count is desired[i] =
+ceil(s*P*(i+1)/M) - ceil(s*P*i/M), and the assignment is sticky within those counts and each
+partition's sharing s = ceil(M/P). Each expected answer below keeps those rules (checked by
+`_check`): every partition held by exactly s members, member i holding desired[i] partitions,
+and a member keeping what it held while its count and the partition's sharing allow.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from coordinator.core.share import assignor
+
+T, U = uuid.UUID(int=1), uuid.UUID(int=2)
+
+
+def _check(out: dict[str, dict[uuid.UUID, frozenset[int]]], partitions: int) -> None:
+    members = sorted(out)
+    m, s = len(members), -(-len(members) // partitions)
+    total = s * partitions
+    for i, member in enumerate(members):
+        desired = -(-total * (i + 1) // m) - -(-total * i // m)
+        assert len(out[member].get(T, ())) == desired, (member, out)
+    for p in range(partitions):
+        assert sum(p in out[x].get(T, ()) for x in members) == s, (p, out)
+
+
+@pytest.mark.parametrize(("members", "partitions", "current", "expected"), [
+    # No previous target: round-robin over the partitions, member order.
+    (3, 2, {}, {"m0": {0, 1}, "m1": {0}, "m2": {1}}),
+    (2, 4, {}, {"m0": {0, 2}, "m1": {1, 3}}),
+    # Sticky: a swapped previous target is kept as it is.
+    (2, 2, {"m0": {1}, "m1": {0}}, {"m0": {1}, "m1": {0}}),
+    # A member keeps no more than its count (m1's is 1 of 3 members on 2 partitions).
+    (3, 2, {"m1": {0, 1}}, {"m0": {0, 1}, "m1": {0}, "m2": {1}}),
+    # A partition keeps no more than its sharing: m1 gives partition 0 up for partition 1.
+    (2, 2, {"m0": {0}, "m1": {0}}, {"m0": {0}, "m1": {1}}),
+    # A member already sharing a partition is skipped when the partition needs another.
+    (3, 2, {"m0": {0}}, {"m0": {0, 1}, "m1": {0}, "m2": {1}}),
+    (3, 2, {"m0": {1}, "m2": {1}}, {"m0": {0, 1}, "m1": {0}, "m2": {1}}),
+    (4, 3, {"m0": {0}, "m1": {0}, "m2": {0}},
+     {"m0": {0, 1}, "m1": {0}, "m2": {1, 2}, "m3": {2}}),
+    (5, 3, {"m1": {0, 1}, "m3": {0}},
+     {"m0": {1, 2}, "m1": {0}, "m2": {1}, "m3": {0}, "m4": {2}}),
+])  # fmt: skip
+def test_the_simple_assignor_on_small_groups(
+    members: int, partitions: int, current: dict[str, set[int]], expected: dict[str, set[int]]
+) -> None:
+    subscriptions = {f"m{i}": frozenset({T}) for i in range(members)}
+    previous = {m: {T: frozenset(ps)} for m, ps in current.items()}
+    out = assignor.assign(subscriptions, {T: partitions}, previous)  # type: ignore[arg-type]
+    got = {m: dict(v) for m, v in out.items()}
+    assert got == {m: {T: frozenset(ps)} for m, ps in expected.items()}
+    _check(got, partitions)
+
+
+def test_one_subscription_shares_the_partitions_of_all_its_topics_together() -> None:
+    # Two members on two one-partition topics: 2 partitions for 2 members, one each (topic by
+    # topic, both members would share both).
+    both = frozenset({T, U})
+    out = assignor.assign({"m0": both, "m1": both}, {T: 1, U: 1}, {})
+    assert {m: dict(v) for m, v in out.items()} == {
+        "m0": {T: frozenset({0})}, "m1": {U: frozenset({0})}}
+    # Different subscriptions: each topic among its own readers.
+    out = assignor.assign({"m0": both, "m1": frozenset({U})}, {T: 1, U: 1}, {})
+    assert {m: dict(v) for m, v in out.items()} == {
+        "m0": {T: frozenset({0}), U: frozenset({0})}, "m1": {U: frozenset({0})}}
