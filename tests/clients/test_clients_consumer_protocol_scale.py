@@ -44,7 +44,11 @@ TOPIC = "kip848-scale"
 # poll() (seen at load average 11).
 OPTIONS = {**CONSUMER_OPTIONS, "consumer_session_timeout_ms": 30_000}
 FLEET_ARGS = ("--consumer-heartbeat-interval-ms", "500", "--consumer-session-timeout-ms", "30000")
-SIZES = [pytest.param(8, id="8"), pytest.param(100, id="100")]
+# A hundred members (one or three JVMs, 100 consumer threads) load the whole machine: under
+# `make test`'s two workers these run one after another on one worker (tests/conftest.py,
+# "parallel runs"), never two at once.
+SIZES = [pytest.param(8, id="8"),
+         pytest.param(100, id="100", marks=pytest.mark.xdist_group("heavy"))]
 
 
 def _kinds() -> list[Any]:
