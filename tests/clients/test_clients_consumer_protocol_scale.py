@@ -122,8 +122,10 @@ async def test_a_swarm_spread_over_a_fleet_of_three_is_one_group(
             for v in views
         ) and len({(v.group_epoch, tuple(sorted(owned_by_member(v)))) for v in views}) == 1
 
+    # Twice the single server's deadline: 100 librdkafka members through a fleet on Kafka took 5 s
+    # alone but ran past 120 s once beside the other test worker at load average 16-19.
     await rc.wait_until(
-        one_stable_group, _deadline(n) + 30, f"one Stable group of {n} across the fleet",
+        one_stable_group, 2 * _deadline(n), f"one Stable group of {n} across the fleet",
         interval=0.3, explain=lambda: f"views: {seen}\n{stack.explain()}",
     )  # fmt: skip
     assert {len(m.owned or ()) for m in crowd} == {2}, "uniform: two each"
