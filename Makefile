@@ -52,8 +52,13 @@ lint: $(VENV)/.installed-test
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Two pytest-xdist workers (docs "Development", "Tests"): most of the suite's time is spent waiting
+# on real clients, not computing. A test that must not share its worker's neighbour carries
+# `@pytest.mark.xdist_group(NAME)`; --dist loadgroup runs each group on one worker, in order.
+TEST_WORKERS ?= 2
 test: lint peers
-	GROUPCOORD_PEERS=$(abspath $(PEERS)) $(BIN)/pytest -q -p no:cacheprovider --durations=40
+	GROUPCOORD_PEERS=$(abspath $(PEERS)) $(BIN)/pytest -q -p no:cacheprovider --durations=40 \
+	    -n $(TEST_WORKERS) --dist loadgroup
 
 unit: $(VENV)/.installed-test
 	$(BIN)/pytest -q -p no:cacheprovider -m "not clients"

@@ -12,6 +12,7 @@ import functools
 import inspect
 import os
 import shutil
+import sys
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,75 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "filterwarnings", "ignore:open_text is deprecated:DeprecationWarning:importlib.*"
     )
+    from hypothesis import HealthCheck, settings
+
+    # No per-example deadline and no "too slow" health check: with two test workers on a shared
+    # 2-core machine an example's wall time measures the machine's load, not the code, and a
+    # property test must not fail on it. Loaded here, before any test module is imported, so
+    # that a test's own @settings(...) inherits it.
+    settings.register_profile("groupcoord", deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("groupcoord")
+
+
+# -- parallel runs -------------------------------------------------------------------------------
+# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): each worker is
+# its own pytest session, so the session fixtures below (the Kafka clusters, tool JVMs) start once
+# per worker that needs them, and tests on one worker run one after another as before. Tests that
+# must not run beside each other (they load the whole machine, or they would start a session
+# fixture on both workers for nothing) carry `@pytest.mark.xdist_group(NAME)`: a group runs on one
+# worker, in collection order (docs/development.md, "Tests").
+
+
+# Session fixtures only a few tests use: their tests form one group, so that each starts on one
+# worker only (three Kafka JVMs, or a TLS one, are not started twice for a handful of tests).
+GROUP_OF_FIXTURE = {"_kafka3_session": "kafka3", "_kafka_secure_session": "kafka-secure"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        for fixture, group in GROUP_OF_FIXTURE.items():
+            if fixture in fixtures and item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _conformance_counts() -> dict[str, dict[str, int]]:
+    """The conformance harness's counts in this process (tests/conformance), if it ran here."""
+    harness = sys.modules.get("tests.conformance.harness")
+    return {} if harness is None else {"compared": harness.COMPARED, "used": harness.USED}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A worker hands its conformance counts to the controller (xdist's `workeroutput`)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["conformance"] = _conformance_counts()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """The controller adds up each worker's conformance counts for the summary below."""
+    counts = getattr(node, "workeroutput", {}).get("conformance")
+    if not counts:
+        return
+    from tests.conformance import harness
+
+    for name, total in (("compared", harness.COMPARED), ("used", harness.USED)):
+        for key, n in counts[name].items():
+            total[key] = total.get(key, 0) + n
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    counts = _conformance_counts()
+    if counts.get("compared"):
+        compared = counts["compared"]
+        terminalreporter.write_line(f"conformance: {sum(compared.values())} answers compared: "
+                                    + ", ".join(f"{k}: {v}" for k, v in sorted(compared.items())))
+    if counts.get("used"):
+        terminalreporter.write_line("intended differences met (id: times): " + ", ".join(
+            f"{k}: {v}" for k, v in sorted(counts["used"].items())))
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Any]:

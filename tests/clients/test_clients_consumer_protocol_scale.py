@@ -44,7 +44,11 @@ TOPIC = "kip848-scale"
 # poll() (seen at load average 11).
 OPTIONS = {**CONSUMER_OPTIONS, "consumer_session_timeout_ms": 30_000}
 FLEET_ARGS = ("--consumer-heartbeat-interval-ms", "500", "--consumer-session-timeout-ms", "30000")
-SIZES = [pytest.param(8, id="8"), pytest.param(100, id="100")]
+# A hundred members (one or three JVMs, 100 consumer threads) load the whole machine: under
+# `make test`'s two workers these run one after another on one worker (tests/conftest.py,
+# "parallel runs"), never two at once.
+SIZES = [pytest.param(8, id="8"),
+         pytest.param(100, id="100", marks=pytest.mark.xdist_group("heavy"))]
 
 
 def _kinds() -> list[Any]:
@@ -118,8 +122,10 @@ async def test_a_swarm_spread_over_a_fleet_of_three_is_one_group(
             for v in views
         ) and len({(v.group_epoch, tuple(sorted(owned_by_member(v)))) for v in views}) == 1
 
+    # Twice the single server's deadline: 100 librdkafka members through a fleet on Kafka took 5 s
+    # alone but ran past 120 s once beside the other test worker at load average 16-19.
     await rc.wait_until(
-        one_stable_group, _deadline(n) + 30, f"one Stable group of {n} across the fleet",
+        one_stable_group, 2 * _deadline(n), f"one Stable group of {n} across the fleet",
         interval=0.3, explain=lambda: f"views: {seen}\n{stack.explain()}",
     )  # fmt: skip
     assert {len(m.owned or ()) for m in crowd} == {2}, "uniform: two each"

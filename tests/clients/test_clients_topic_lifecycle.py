@@ -131,6 +131,9 @@ async def until(predicate: Callable[[], Any], timeout: float, what: str,
 # ------------------------------------------------------------------------------- 1. idle CPU
 
 
+# A measurement of CPU: not beside the 100-member swarms or Spark (the "heavy" group runs one test
+# at a time on one worker; tests/conftest.py, "parallel runs").
+@pytest.mark.xdist_group("heavy")
 async def test_idle_consumers_long_poll_instead_of_spinning(
     where: Where, members: Callable[..., Awaitable[Member]], request: Any
 ) -> None:

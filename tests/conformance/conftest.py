@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.harness import COMPARED, USED, Env
+from tests.conformance.harness import Env
 from tests.support import realclients
 from tests.support.sidecar_util import RawClient, kio
 
@@ -160,11 +160,3 @@ def env(_kafka_session: Any, peers_dir: Path, tmp_path_factory: pytest.TempPathF
     finally:
         broker.stop()
 
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if COMPARED:
-        terminalreporter.write_line(f"conformance: {sum(COMPARED.values())} answers compared: "
-                                    + ", ".join(f"{k}: {v}" for k, v in sorted(COMPARED.items())))
-    if USED:
-        terminalreporter.write_line("intended differences met (id: times): " + ", ".join(
-            f"{k}: {v}" for k, v in sorted(USED.items())))

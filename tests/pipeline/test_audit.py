@@ -35,6 +35,11 @@ pyspark = pytest.importorskip("pyspark")
 
 from pipeline import audit  # noqa: E402  (needs pyspark)
 
+# Spark (local[2] in one driver JVM) loads the whole machine: its tests run in the "heavy" group,
+# one after another on one worker (tests/conftest.py, "parallel runs"), which also starts the
+# package's driver JVM and the session's standalone cluster once, not once per worker.
+pytestmark = pytest.mark.xdist_group("heavy")
+
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:

@@ -49,6 +49,11 @@ pyspark = pytest.importorskip("pyspark")
 
 __all__ = ["stack", "upstream"]
 
+# Spark (local[2] in one driver JVM) loads the whole machine: its tests run in the "heavy" group,
+# one after another on one worker (tests/conftest.py, "parallel runs"), which also starts the
+# package's driver JVM and the session's standalone cluster once, not once per worker.
+pytestmark = pytest.mark.xdist_group("heavy")
+
 KIND = "confluent"
 GROUP, TOPIC = "spread", "orders"
 TABLES = ("events", "rebalances", "member_sessions", "group_daily")

@@ -12,6 +12,11 @@ from tests.support.spark_cluster import shutdown_spark_gateway
 
 pytest.importorskip("pyspark")
 
+# Spark (local[2] in one driver JVM) loads the whole machine: its tests run in the "heavy" group,
+# one after another on one worker (tests/conftest.py, "parallel runs"), which also starts the
+# package's driver JVM and the session's standalone cluster once, not once per worker.
+pytestmark = pytest.mark.xdist_group("heavy")
+
 
 def test_a_session_starts_quietly(capfd: pytest.CaptureFixture[str]) -> None:
     from pyspark import SparkContext

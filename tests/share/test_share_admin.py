@@ -232,7 +232,12 @@ async def test_share_offsets_survive_a_restart(server: Callable[..., Any]) -> No
     broker.stop()  # SIGKILL
     restarted = server(topics={"t": 3}, extra=["--data-dir", str(broker.data_dir)])
     client = await RawClient.connect(restarted.port)
-    after = described(await client.call(describe_offsets("g")), with_lag=True)
+
+    async def loaded() -> list[Any] | None:  # it listens before its log is replayed
+        got = described(await client.call(describe_offsets("g")), with_lag=True)
+        return None if any(g[1] == E.coordinator_load_in_progress for g in got) else got
+
+    after = await wait_until(loaded, 30, "the restarted server to load its log")
     assert after == before
     listed = await client.call(list_groups(("share",)))
     assert [(x.group_id, x.group_state) for x in listed.groups] == [("g", "Empty")]

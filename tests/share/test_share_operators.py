@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from pipeline.segments import COLUMNS, find_segments, segment_rows
 from tests.share.test_share_admin import alter_offsets, heartbeat
 from tests.support import ops_util
+from tests.support.realclients import wait_until
 from tests.support.sidecar_util import RawClient
 
 
@@ -36,7 +37,12 @@ async def test_share_group_for_operators(tmp_path: Path) -> None:
     try:
         client = await RawClient.connect(proc.port)
         member = str(uuid.uuid4())
-        joined = await client.call(heartbeat("sg", member, 0, ("t",)))
+
+        async def join() -> Any:  # retried as clients do while the server loads its log
+            answer = await client.call(heartbeat("sg", member, 0, ("t",)))
+            return None if answer.error_code == ErrorCode.coordinator_load_in_progress else answer
+
+        joined = await wait_until(join, 30, "the server to load its log and answer")
         assert joined.error_code == ErrorCode.none
 
         text = proc.metrics_text()

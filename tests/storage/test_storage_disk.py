@@ -73,7 +73,11 @@ async def test_fsyncs_start_the_spacing_apart_while_appends_overlap_them(tmp_pat
     log: DiskLog | None = None
 
     def fsync(fd: int) -> None:
-        starts.append(time.perf_counter())
+        # When this flush started as the log timed it: the moment it handed the flush to its I/O
+        # thread, which is what the spacing is kept from. This call comes a thread wake-up later,
+        # and a loaded machine (the suite's other worker) stretches that by tens of ms either
+        # way: its own clock would measure the machine, not the spacing.
+        starts.append(log._last_sync_start if log is not None else 0.0)
         os.fsync(fd)
         if log is not None and len(starts) < 6:  # another writer's append, while this flush is out
             loop.call_soon_threadsafe(log.append, [kv(len(starts))])

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -181,6 +182,9 @@ def groupcoord_command(port: int, data_dir: Path, topics: dict[str, int], option
     return cmd + extra
 
 
+LOADED = re.compile(r"loaded \d+ records in ")  # coordinator/serve/server.py, once replayed
+
+
 def start_broker(tmp: Path, peers: Path, topics: dict[str, int], options: dict[str, Any],
                  extra: list[str]) -> Broker:
     kind = os.environ.get("GROUPCOORD_TEST_BROKER", "groupcoord")
@@ -205,6 +209,15 @@ def start_broker(tmp: Path, peers: Path, topics: dict[str, int], options: dict[s
                         f"{kind} to accept connections on 127.0.0.1:{port}")
         if not broker.alive():
             raise AssertionError(f"{kind} exited with {proc.returncode}\n{broker.log_tail()}")
+        if kind == "groupcoord":
+            # It listens before its log is replayed, and answers the group APIs
+            # COORDINATOR_LOAD_IN_PROGRESS meanwhile (real clients retry; a raw request would
+            # not): on a loaded machine that lasts long enough for a test's first request.
+            def loaded() -> bool:
+                return not broker.alive() or bool(LOADED.search(log_path.read_text("utf-8",
+                                                                                    "replace")))
+
+            wait_until_sync(loaded, 30, f"groupcoord on 127.0.0.1:{port} to load its log")
         if kind == "tansu":
             for name, partitions in topics.items():
                 subprocess.run([str(peers / "bin" / "tansu"), "topic", "create", name,
