@@ -47,17 +47,23 @@ async def running(tmp_path: Path) -> AsyncIterator[tuple[Server, list[RawConn]]]
         await disk.close()
 
 
+def _batch_sizes(server: Any) -> list[int]:
+    """The sizes of the batches the server hands its core from now on (core.handle_many)."""
+    sizes: list[int] = []
+    handle_many = server.core.handle_many
+
+    def recording(commands: Any, now_ms: int) -> Any:
+        commands = list(commands)
+        sizes.append(len(commands))
+        return handle_many(commands, now_ms)
+
+    server.core.handle_many = recording
+    return sizes
+
+
 async def test_concurrent_commits_are_batched_answered_once_and_durable(tmp_path: Path) -> None:
     async with running(tmp_path) as (server, conns):
-        sizes: list[int] = []
-        handle_many = server.core.handle_many
-
-        def recording(commands: Any, now_ms: int) -> Any:
-            commands = list(commands)
-            sizes.append(len(commands))
-            return handle_many(commands, now_ms)
-
-        server.core.handle_many = recording  # type: ignore[method-assign]
+        sizes = _batch_sizes(server)
         conns += [await RawConn.open(HOST, server.options.port) for _ in range(COMMITTERS)]
         for rnd in range(1, 6):
             answers = await asyncio.gather(
@@ -111,15 +117,7 @@ async def test_concurrent_consumer_heartbeats_are_batched_answered_once_and_dura
     tmp_path: Path,
 ) -> None:
     async with running(tmp_path) as (server, conns):
-        sizes: list[int] = []
-        handle_many = server.core.handle_many
-
-        def recording(commands: Any, now_ms: int) -> Any:
-            commands = list(commands)
-            sizes.append(len(commands))
-            return handle_many(commands, now_ms)
-
-        server.core.handle_many = recording  # type: ignore[method-assign]
+        sizes = _batch_sizes(server)
         conns += [await RawConn.open(HOST, server.options.port) for _ in range(COMMITTERS)]
         join = wire.consumer_group_heartbeat_v0(
             "cg", "", 0, rebalance_timeout_ms=60_000, topics=["orders"], owned=()
