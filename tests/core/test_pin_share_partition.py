@@ -355,3 +355,14 @@ def test_max_records_zero_changes_nothing_and_a_window_exactly_used_up_takes_no_
     q.acknowledge("m1", [(0, 1, [RELEASE])], 0)
     assert ranges_of(q.acquire("m1", [(0, 9)], 0, max_records=2)) == [(0, 1, 2)]
     assert q.end_offset == 1
+
+
+def test_an_update_replayed_over_records_acquired_together_keeps_the_rest_acquired() -> None:
+    # Records acquired together are held as one run (core.share.inflight); replaying an update
+    # over part of it turns the run into per-offset records first, so the rest stay ACQUIRED.
+    p = part()
+    p.acquire("m1", [(0, 4)], 0, max_records=10)
+    assert p.apply_update(ShareUpdate(p.snapshot_epoch, 0, -1, 0, (StateBatch(2, 2, ARCHIVED, 1),)))
+    assert [p.record(o) for o in range(5)] == [(ACQUIRED, 1, "m1")] * 2 + [(ARCHIVED, 1, "")] + [
+        (ACQUIRED, 1, "m1")] * 2  # fmt: skip
+    assert p.acquired_by("m1") == [0, 1, 3, 4]
