@@ -366,3 +366,15 @@ def test_an_update_replayed_over_records_acquired_together_keeps_the_rest_acquir
     assert [p.record(o) for o in range(5)] == [(ACQUIRED, 1, "m1")] * 2 + [(ARCHIVED, 1, "")] + [
         (ACQUIRED, 1, "m1")] * 2  # fmt: skip
     assert p.acquired_by("m1") == [0, 1, 3, 4]
+
+
+def test_records_acquired_together_are_the_members_until_the_lock_of_the_rest_expires() -> None:
+    # acquired_by answers a run's offsets too; acknowledging one record of a lock leaves the
+    # lock live for the others, which its expiry still releases.
+    p = part(record_lock_duration_ms=1000)
+    p.acquire("m1", [(0, 4)], 0, max_records=10)
+    assert p.acquired_by("m1") == [0, 1, 2, 3, 4] and p.acquired_by("m2") == []
+    p.acknowledge("m1", [(0, 0, [ACCEPT])], 10)
+    assert p.next_deadline() == 1000
+    p.expire(1000)
+    assert [p.record(o) for o in range(1, 5)] == [(AVAILABLE, 1, "")] * 4
