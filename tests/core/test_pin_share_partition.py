@@ -415,3 +415,17 @@ def test_whole_runs_accepted_by_their_owner_past_the_start_or_together() -> None
     assert r.acknowledge("m1", [(3, 7, five)], 1).error == ErrorCode.none
     assert [r.record(o) for o in range(1, 8)] == [(ACKED, 1, ""), (ARCHIVED, 1, "")] * 2 + [
         (ACKED, 1, "")] * 3  # fmt: skip
+
+
+def test_a_run_accepted_whole_leaves_its_lock_to_the_records_redelivered_with_it() -> None:
+    # One acquire locks redelivered records and new ones (a run) under one lock: accepting the
+    # run unlocks only its own records, and the lock's expiry still releases the others.
+    p = part(record_lock_duration_ms=1000)
+    p.acquire("m1", [(0, 1)], 0, max_records=2)
+    p.acknowledge("m1", [(0, 1, [RELEASE])], 0)
+    p.acquire("m1", [(0, 4)], 10, max_records=5)  # 0-1 again, 2-4 new: one lock
+    assert p.acknowledge("m1", [(2, 4, [ACCEPT])], 20).error == ErrorCode.none
+    assert p.acknowledge("m1", [(0, 0, [ACCEPT])], 30).error == ErrorCode.none
+    assert p.next_deadline() == 1010  # offset 1 still holds the lock
+    p.expire(1010)
+    assert p.record(1) == (AVAILABLE, 2, "")
