@@ -341,3 +341,11 @@ def test_the_configured_topic_hash_function_makes_the_groups_hash() -> None:
         expected = group_hash({"t1": topic_hash(c.topics.get("t1"), HASH_FUNCTIONS[name])},  # type: ignore[arg-type]
                               HASH_FUNCTIONS[name])
         assert c.groups["g"].metadata_hash == expected, name
+
+
+def test_a_member_id_of_36_characters_joins() -> None:
+    """KafkaApis.isMemberIdValid allows at most 36 characters (a UUID's string form, what clients
+    send): exactly 36 joins, 37 is an invalid request (test_share_group holds the 37)."""
+    member = str(uuid.UUID(int=7))
+    assert len(member) == 36
+    assert beat(coordinator(), member, 0, ("t1",)).error == E.none

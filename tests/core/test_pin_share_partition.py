@@ -355,3 +355,77 @@ def test_max_records_zero_changes_nothing_and_a_window_exactly_used_up_takes_no_
     q.acknowledge("m1", [(0, 1, [RELEASE])], 0)
     assert ranges_of(q.acquire("m1", [(0, 9)], 0, max_records=2)) == [(0, 1, 2)]
     assert q.end_offset == 1
+
+
+def test_an_update_replayed_over_records_acquired_together_keeps_the_rest_acquired() -> None:
+    # Records acquired together are held as one run (core.share.inflight); replaying an update
+    # over part of it turns the run into per-offset records first, so the rest stay ACQUIRED.
+    p = part()
+    p.acquire("m1", [(0, 4)], 0, max_records=10)
+    assert p.apply_update(ShareUpdate(p.snapshot_epoch, 0, -1, 0, (StateBatch(2, 2, ARCHIVED, 1),)))
+    assert [p.record(o) for o in range(5)] == [(ACQUIRED, 1, "m1")] * 2 + [(ARCHIVED, 1, "")] + [
+        (ACQUIRED, 1, "m1")] * 2  # fmt: skip
+    assert p.acquired_by("m1") == [0, 1, 3, 4]
+
+
+def test_records_acquired_together_are_the_members_until_the_lock_of_the_rest_expires() -> None:
+    # acquired_by answers a run's offsets too; acknowledging one record of a lock leaves the
+    # lock live for the others, which its expiry still releases.
+    p = part(record_lock_duration_ms=1000)
+    p.acquire("m1", [(0, 4)], 0, max_records=10)
+    assert p.acquired_by("m1") == [0, 1, 2, 3, 4] and p.acquired_by("m2") == []
+    p.acknowledge("m1", [(0, 0, [ACCEPT])], 10)
+    assert p.next_deadline() == 1000
+    p.expire(1000)
+    assert [p.record(o) for o in range(1, 5)] == [(AVAILABLE, 1, "")] * 4
+
+
+def test_whole_runs_accepted_by_their_owner_past_the_start_or_together() -> None:
+    # Records acquired by one acquire are one run (core.share.inflight.accept takes an ACCEPT of
+    # whole runs at once): a run past the start becomes ACKNOWLEDGED records (one delivery, no
+    # owner) and goes in the update; runs accepted together from the start move the start past.
+    ACKED = RecordState.ACKNOWLEDGED
+    p = part(record_lock_duration_ms=1000)
+    p.acquire("m1", [(0, 4)], 0, max_records=5)
+    p.acquire("m1", [(5, 9)], 0, max_records=5, fetch_offset=5)
+    done = p.acknowledge("m1", [(5, 9, [ACCEPT])], 1)
+    assert done.error == ErrorCode.none and done.update is not None
+    assert done.update.state_batches == (StateBatch(5, 9, ACKED, 1),)
+    assert [p.record(o) for o in range(5, 10)] == [(ACKED, 1, "")] * 5
+    assert (p.start_offset, p.acquired_by("m1")) == (0, [0, 1, 2, 3, 4])
+    # Runs 0-4, 5-6, 7-9, 10-14: the first and third accepted in one request leave the second
+    # acquired; the second then accepted as two adjacent batches moves the start past all three.
+    q = part(record_lock_duration_ms=1000)
+    for first, last in [(0, 4), (5, 6), (7, 9), (10, 14)]:
+        q.acquire("m1", [(first, last)], 0, max_records=last - first + 1, fetch_offset=first)
+    assert q.acknowledge("m1", [(7, 9, [ACCEPT]), (0, 4, [ACCEPT])], 1).error == ErrorCode.none
+    # (record and acquired_by turn runs into records: read them only at the end)
+    assert (q.start_offset, q.delivery_complete_count()) == (5, 3)
+    assert q.acknowledge("m1", [(5, 5, [ACCEPT]), (6, 6, [ACCEPT])], 1).error == ErrorCode.none
+    assert (q.start_offset, q.acquired_by("m1"), q.in_flight_count()) == (
+        10, [10, 11, 12, 13, 14], 5)  # fmt: skip
+    # One type per offset over a whole run is not a whole-run ACCEPT: each offset its own type
+    # (offset 0 stays acquired, so the start stays and the records can be read).
+    r = part()
+    r.acquire("m1", [(0, 0)], 0, max_records=1)
+    r.acquire("m1", [(1, 2)], 0, max_records=5, fetch_offset=1)
+    r.acquire("m1", [(3, 7)], 0, max_records=5, fetch_offset=3)
+    assert r.acknowledge("m1", [(1, 2, [ACCEPT, REJECT])], 1).error == ErrorCode.none
+    five = [ACCEPT, REJECT, ACCEPT, ACCEPT, ACCEPT]
+    assert r.acknowledge("m1", [(3, 7, five)], 1).error == ErrorCode.none
+    assert [r.record(o) for o in range(1, 8)] == [(ACKED, 1, ""), (ARCHIVED, 1, "")] * 2 + [
+        (ACKED, 1, "")] * 3  # fmt: skip
+
+
+def test_a_run_accepted_whole_leaves_its_lock_to_the_records_redelivered_with_it() -> None:
+    # One acquire locks redelivered records and new ones (a run) under one lock: accepting the
+    # run unlocks only its own records, and the lock's expiry still releases the others.
+    p = part(record_lock_duration_ms=1000)
+    p.acquire("m1", [(0, 1)], 0, max_records=2)
+    p.acknowledge("m1", [(0, 1, [RELEASE])], 0)
+    p.acquire("m1", [(0, 4)], 10, max_records=5)  # 0-1 again, 2-4 new: one lock
+    assert p.acknowledge("m1", [(2, 4, [ACCEPT])], 20).error == ErrorCode.none
+    assert p.acknowledge("m1", [(0, 0, [ACCEPT])], 30).error == ErrorCode.none
+    assert p.next_deadline() == 1010  # offset 1 still holds the lock
+    p.expire(1010)
+    assert p.record(1) == (AVAILABLE, 2, "")
