@@ -81,6 +81,10 @@ async def test_kill_9_mid_stream_redelivers_only_what_was_not_acknowledged(
     m = await member("survivor")
     await su.wait_deliveries([m], lambda ds: len(su.accepted(ds)) >= RECORDS // 4, 60,
                              "a quarter of the records accepted")
+    # ... and some of them acknowledged by the broker (a commit answered), not only accepted by
+    # the client: on a loaded machine the kill can otherwise come before the first commit's answer.
+    await rc.wait_until(lambda: committed_before(m, time.monotonic()), 60,
+                        "a commit of accepted records answered", explain=lambda: su.explain([m]))
     victim = sidecars[0] if mode == "local" else owner_of(stack, group, sidecars)
     assert victim is not None, stack.explain()
     killed_at = time.monotonic()
