@@ -27,13 +27,19 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def fast_init(cls: type[T]) -> type[T]:
-    """Decorate *above* `@dataclass(frozen=True, slots=True)`."""
+def _check(cls: type, what: str) -> None:
+    """The guard both generators share: they set slots directly, so the class must be a frozen,
+    slotted dataclass, and they never call `__post_init__`."""
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen or "__slots__" not in cls.__dict__:
-        raise TypeError(f"{cls.__name__}: fast_init is for frozen, slotted dataclasses")
+        raise TypeError(f"{cls.__name__}: {what} is for frozen, slotted dataclasses")
     if hasattr(cls, "__post_init__"):
-        raise TypeError(f"{cls.__name__}: fast_init does not call __post_init__")
+        raise TypeError(f"{cls.__name__}: {what} does not call __post_init__")
+
+
+def fast_init(cls: type[T]) -> type[T]:
+    """Decorate *above* `@dataclass(frozen=True, slots=True)`."""
+    _check(cls, "fast_init")
     names = []
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if not f.init or f.default is not dataclasses.MISSING:
@@ -66,11 +72,7 @@ _UNCHANGED = _Unchanged()
 def fast_replace(cls: type[T]) -> Callable[..., T]:
     """`dataclasses.replace` for one frozen, slotted dataclass: `fast_replace(C)(obj, **changes)`
     is `dataclasses.replace(obj, **changes)`; an unknown field is a TypeError, as there."""
-    params = getattr(cls, "__dataclass_params__", None)
-    if params is None or not params.frozen or "__slots__" not in cls.__dict__:
-        raise TypeError(f"{cls.__name__}: fast_replace is for frozen, slotted dataclasses")
-    if hasattr(cls, "__post_init__"):
-        raise TypeError(f"{cls.__name__}: fast_replace does not call __post_init__")
+    _check(cls, "fast_replace")
     names = []
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if not f.init:
