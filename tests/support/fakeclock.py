@@ -110,10 +110,14 @@ class Harness:
 
     def advance(self, ms: int) -> None:
         target = self.now + ms
+        stuck = 0  # passes in a row at one instant: a deadline expire() never clears
         while True:
             deadline = self.core.next_deadline_ms()
             if deadline is None or deadline > target:
                 break
+            stuck = stuck + 1 if deadline <= self.now else 0
+            if stuck > 10_000:
+                raise AssertionError(f"deadline {deadline}: expire() never clears it")
             self.now = max(self.now, deadline)
             self.absorb(self.core.expire(self.now))
         self.now = target
