@@ -76,7 +76,7 @@ def start(
     tag: str = "",
 ) -> Proc:
     """Start `python -m coordinator.cli serve` (the console script's entry point) and wait until
-    it accepts connections."""
+    it accepts connections and has loaded its log."""
     port = rc.free_port()
     metrics_port = rc.free_port() if metrics else None
     opts: dict[str, Any] = {
@@ -101,6 +101,7 @@ def start(
         )
         if not p.alive():
             raise AssertionError(f"groupcoord exited with {proc.returncode}\n{p.log()}")
+        rc.wait_log_loaded(p.alive, log_path, port)
     except BaseException:
         p.kill()
         raise

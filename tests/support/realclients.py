@@ -210,14 +210,7 @@ def start_broker(tmp: Path, peers: Path, topics: dict[str, int], options: dict[s
         if not broker.alive():
             raise AssertionError(f"{kind} exited with {proc.returncode}\n{broker.log_tail()}")
         if kind == "groupcoord":
-            # It listens before its log is replayed, and answers the group APIs
-            # COORDINATOR_LOAD_IN_PROGRESS meanwhile (real clients retry; a raw request would
-            # not): on a loaded machine that lasts long enough for a test's first request.
-            def loaded() -> bool:
-                return not broker.alive() or bool(LOADED.search(log_path.read_text("utf-8",
-                                                                                    "replace")))
-
-            wait_until_sync(loaded, 30, f"groupcoord on 127.0.0.1:{port} to load its log")
+            wait_log_loaded(broker.alive, log_path, port)
         if kind == "tansu":
             for name, partitions in topics.items():
                 subprocess.run([str(peers / "bin" / "tansu"), "topic", "create", name,
@@ -227,6 +220,17 @@ def start_broker(tmp: Path, peers: Path, topics: dict[str, int], options: dict[s
         broker.stop()
         raise
     return broker
+
+
+def wait_log_loaded(alive: Callable[[], bool], log_path: Path, port: int) -> None:
+    """groupcoord listens before its log is replayed, and answers the group APIs
+    COORDINATOR_LOAD_IN_PROGRESS meanwhile (real clients retry; a raw request would not): on a
+    loaded machine that lasts long enough for a test's first request. Wait for the log line."""
+
+    def loaded() -> bool:
+        return not alive() or bool(LOADED.search(log_path.read_text("utf-8", "replace")))
+
+    wait_until_sync(loaded, 30, f"groupcoord on 127.0.0.1:{port} to load its log")
 
 
 # --------------------------------------------------------------------------------------- members
