@@ -44,19 +44,32 @@ HeartbeatFields = tuple[int, int, str, int, str, str | None]
 """(api_version, correlation_id, group_id, generation_id, member_id, group_instance_id)."""
 
 
-def parse_heartbeat(data: bytes, max_frame_bytes: int) -> HeartbeatFields | None:
-    """`data` is exactly one size-prefixed frame as read from the socket (size included)."""
+def _header(
+    data: bytes, max_frame_bytes: int, api_key: int, min_version: int, max_version: int
+) -> tuple[int, int, int] | None:
+    """The prologue every fast parser shares: `data` is one whole frame of `api_key` at a version
+    the parser knows, within the frame limit. Returns (version, correlation id, client id length),
+    or None to leave the frame to the general path."""
     if len(data) < _SIZE_AND_HEADER.size:
         return None
-    size, api_key, version, correlation_id, client_id_len = _SIZE_AND_HEADER.unpack_from(data, 0)
+    size, key, version, correlation_id, client_id_len = _SIZE_AND_HEADER.unpack_from(data, 0)
     if (
-        api_key != HEARTBEAT
-        or not 0 <= version <= _HEARTBEAT_MAX_VERSION
+        key != api_key
+        or not min_version <= version <= max_version
         or size + 4 != len(data)
         or size > max_frame_bytes
         or client_id_len < -1
     ):
         return None
+    return version, correlation_id, client_id_len
+
+
+def parse_heartbeat(data: bytes, max_frame_bytes: int) -> HeartbeatFields | None:
+    """`data` is exactly one size-prefixed frame as read from the socket (size included)."""
+    header = _header(data, max_frame_bytes, HEARTBEAT, 0, _HEARTBEAT_MAX_VERSION)
+    if header is None:
+        return None
+    version, correlation_id, client_id_len = header
     offset = _SIZE_AND_HEADER.size + max(client_id_len, 0)
     try:
         if version < _HEARTBEAT_MAX_VERSION:
@@ -106,17 +119,12 @@ in v0), server_assignor, topic_partitions as (topic id's 16 bytes, partitions)).
 
 def parse_consumer_heartbeat(data: bytes, max_frame_bytes: int) -> ConsumerHeartbeatFields | None:
     """`data` is exactly one size-prefixed frame as read from the socket (size included)."""
-    if len(data) < _SIZE_AND_HEADER.size:
+    header = _header(
+        data, max_frame_bytes, CONSUMER_GROUP_HEARTBEAT, 0, _CONSUMER_HEARTBEAT_MAX_VERSION
+    )
+    if header is None:
         return None
-    size, api_key, version, correlation_id, client_id_len = _SIZE_AND_HEADER.unpack_from(data, 0)
-    if (
-        api_key != CONSUMER_GROUP_HEARTBEAT
-        or not 0 <= version <= _CONSUMER_HEARTBEAT_MAX_VERSION
-        or size + 4 != len(data)
-        or size > max_frame_bytes
-        or client_id_len < -1
-    ):
-        return None
+    version, correlation_id, client_id_len = header
     offset = _SIZE_AND_HEADER.size + max(client_id_len, 0)
     try:
         client_id = (
@@ -228,17 +236,12 @@ def parse_offset_commit(
     The request is `make_commit(*fields)` (the fields of OffsetCommitFields), its topics
     `make_topic(name, partitions)`, partitions `make_partition(partition, offset, leader_epoch or
     -1, metadata)`: the caller's own types, built once."""
-    if len(data) < _SIZE_AND_HEADER.size:
+    header = _header(
+        data, max_frame_bytes, OFFSET_COMMIT, _OFFSET_COMMIT_MIN_VERSION, _OFFSET_COMMIT_MAX_VERSION
+    )
+    if header is None:
         return None
-    size, api_key, version, correlation_id, client_id_len = _SIZE_AND_HEADER.unpack_from(data, 0)
-    if (
-        api_key != OFFSET_COMMIT
-        or not _OFFSET_COMMIT_MIN_VERSION <= version <= _OFFSET_COMMIT_MAX_VERSION
-        or size + 4 != len(data)
-        or size > max_frame_bytes
-        or client_id_len < -1
-    ):
-        return None
+    version, correlation_id, client_id_len = header
     offset = _SIZE_AND_HEADER.size
     end_client = offset + max(client_id_len, 0)
     try:
