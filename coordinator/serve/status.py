@@ -230,6 +230,9 @@ class RebalanceHistory:
                 "duration_ms": record.duration_ms,
                 "join_ms": record.join_ms,
                 "sync_ms": record.sync_ms,
+                # "consumer" for KIP-848 (its generation is the group epoch, join_ms runs to the
+                # last target assignment): without it the line reads as a classic rebalance.
+                "group_type": e.group_type,
             },
         )
 

@@ -10,7 +10,9 @@ What each test shows, on a 12-partition topic:
   (KIP-848's incremental reconciliation: nobody stops consuming);
 - partitions added by CreatePartitions are assigned within about a heartbeat interval;
 - a restart of groupcoord (SIGKILL, same data dir and port) resumes the group with the same
-  group epoch, member epochs and assignment.
+  group epoch, member epochs and assignment;
+- an answer handing librdkafka partitions that it never got (it timed the answer out) reaches
+  it again with its next heartbeat (issue 38).
 
 The server runs with a 500 ms heartbeat interval and a 4 s session timeout, so every test is a
 few seconds; every wait is a condition with a deadline.
@@ -25,10 +27,12 @@ import re
 import signal
 import subprocess
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.static.primitive import i32
 
 from coordinator.tools.groups_wire import one_call
 from protocol import apis
@@ -43,6 +47,7 @@ from tests.support.realclients import (
     require_kind,
     wait_until,
 )
+from tests.support.sidecar_util import LostHandovers, kio
 
 pytestmark = pytest.mark.clients
 
@@ -389,3 +394,98 @@ def _empty(broker: rc.Broker, group: str) -> Any:
         return described if described.group_state == "Empty" else None
 
     return check
+
+
+class _Raw:
+    """A consumer-protocol member the test drives itself, one ConsumerGroupHeartbeat at a time
+    (a full request each time, so every answer carries its assignment): when it releases
+    partitions is the test's choice."""
+
+    def __init__(self, broker: rc.Broker, group: str, member_id: str) -> None:
+        self.broker, self.group, self.member_id = broker, group, member_id
+        self.epoch = 0
+        self.given: frozenset[int] = frozenset()
+        self.topic_id: Any = None
+        self._one_at_a_time = asyncio.Lock()  # the test's steps and the keep-alive task
+
+    async def beat(self, owned: frozenset[int] | None) -> None:
+        """One heartbeat reporting `owned` (None: unchanged, so nothing revoked yet)."""
+        async with self._one_at_a_time:
+            await self._beat(owned)
+
+    async def _beat(self, owned: frozenset[int] | None) -> None:
+        tps = None if owned is None else (
+            (kio(apis.CONSUMER_GROUP_HEARTBEAT, 1, "TopicPartitions", topic_id=self.topic_id,
+                 partitions=tuple(i32(p) for p in sorted(owned))),) if owned else ())
+        r = await one_call(
+            self.broker.host, self.broker.port, apis.CONSUMER_GROUP_HEARTBEAT, 10,
+            group_id=self.group, member_id=self.member_id, member_epoch=self.epoch,
+            instance_id=None, rack_id=None, rebalance_timeout=timedelta(seconds=60),
+            subscribed_topic_names=(TOPIC,), subscribed_topic_regex=None,
+            server_assignor="uniform", topic_partitions=tps,
+        )  # fmt: skip
+        assert r.error_code == 0, r
+        self.epoch = r.member_epoch
+        if r.assignment is not None:
+            self.given = frozenset(p for tp in r.assignment.topic_partitions
+                                   for p in tp.partitions)
+            self.topic_id = next((tp.topic_id for tp in r.assignment.topic_partitions),
+                                 self.topic_id)
+
+
+async def test_a_lost_answer_that_handed_over_partitions_reaches_librdkafka_again(
+    server: Any, members: Any
+) -> None:
+    """Issue 38: librdkafka times a ConsumerGroupHeartbeat out after one heartbeat interval and
+    drops the late answer; a member that has partitions then heartbeats on without a full
+    request. Two members the test drives hold six partitions each; a librdkafka member joins
+    (four each) through a relay (on another loopback address, which groupcoord advertises).
+    The first releases two: the newcomer gets them. The second releases two: the relay loses
+    the answer handing them over, at the same member epoch. By Kafka's rule that answer was
+    never repeated: the newcomer kept two while the group counted it reconciled to four
+    (Stable), past any deadline. groupcoord repeats it until the member reports owning them
+    (core.consumer.member_update.AssignmentAcks)."""
+    group = "lost-answer"
+    broker = server(topics={TOPIC: PARTITIONS}, advertised_host="127.0.0.2", **CONSUMER_OPTIONS)
+    holders = [_Raw(broker, group, "holder-1"), _Raw(broker, group, "holder-2")]
+
+    async def six_each() -> bool:  # join, revoke, take (targets are computed paced)
+        for h in holders:
+            await h.beat(h.given)
+        return [len(h.given) for h in holders] == [6, 6]
+
+    await wait_until(six_each, 20, "the holders own six each", interval=0.2)
+    relay = LostHandovers(broker.port, broker.port, host="127.0.0.2")
+    await relay.start()
+    released = [False, False]
+
+    async def keep_alive() -> None:  # the holders' session (4 s); a holder not yet told to
+        while True:  # release reports nothing new, so it keeps its six
+            for h, done in zip(holders, released, strict=True):
+                await h.beat(h.given if done else None)
+            await asyncio.sleep(1)
+
+    alive = asyncio.create_task(keep_alive())
+    try:
+        newcomer = await members("confluent", "newcomer", bootstrap=f"127.0.0.2:{broker.port}",
+                                 group=group, topic=TOPIC, assignors=["uniform"],
+                                 group_protocol="consumer")  # fmt: skip
+        await wait_until(lambda: newcomer.member_id is not None, 30, "the newcomer joined")
+        for i, h in enumerate(holders):
+
+            async def told_to_keep_four(h: _Raw = h) -> bool:
+                await h.beat(None)
+                return len(h.given) == 4
+
+            await wait_until(told_to_keep_four, 20, f"{h.member_id} told to keep four",
+                             interval=0.2)
+            released[i] = True
+            await h.beat(h.given)  # released two
+            await wait_until(lambda i=i: len(newcomer.owned or ()) == 2 * (i + 1), 20,
+                             f"the newcomer owns {2 * (i + 1)}", interval=0.1)
+        assert relay.lost == 1, "the handover's answer was not lost: this tested nothing"
+    finally:
+        alive.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await alive
+        await relay.stop()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.core.consumer import ConsumerGroupConfig, MemberState
+from coordinator.core.consumer import ConsumerGroupConfig, HeartbeatResponse, MemberState
 from coordinator.core.consumer.model import ConsumerGroupState
 from coordinator.core.consumer.records import (
     ConsumerGroupMetadataKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
 from coordinator.core.topics import TopicInfo
-from tests.core.test_consumer_support import Harness, snapshot
+from tests.core.test_consumer_support import Client, Harness, snapshot
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
@@ -119,6 +119,59 @@ def test_a_heartbeat_that_omits_its_owned_partitions_has_not_revoked_them() -> N
     h.poll(b)
     assert len(b.owned_set()) == 2 and b.owned_set().isdisjoint(a.owned_set())
     h.check_invariants()
+
+
+def _handed_over(h: Harness) -> tuple[Client, HeartbeatResponse]:
+    """b joins a group of one, waits for a to revoke, and heartbeats the way librdkafka does in
+    its steady state (epoch only): the answer hands it two partitions."""
+    a = h.client("a")
+    h.poll(a)
+    b = h.client("b")
+    h.poll(b)
+    h.poll(a)  # asked to revoke two
+    h.poll(a)  # revoked: they are free
+    r = h.send(member_id="b", member_epoch=b.epoch, topic_partitions=None)
+    assert r.assignment is not None and sum(len(tp.partitions) for tp in r.assignment) == 2
+    return b, r
+
+
+@pytest.mark.parametrize("owned", ["omitted", "acked_less"])
+def test_an_answer_that_handed_partitions_is_repeated_until_the_member_reports_them(
+    owned: str,
+) -> None:
+    """Issue 38 (an intended difference from Kafka: member_update.AssignmentAcks). librdkafka
+    times a ConsumerGroupHeartbeat out after one heartbeat interval, drops the late answer and
+    retries with no full request: the answer that handed it partitions is lost. Kafka's rule
+    (assignment only on a join, a full request or a change) never repeats it, and the member
+    kept fewer partitions than the group counted it reconciled to, the group Stable with
+    partitions nobody consumed (100 members through a loaded fleet). Its next heartbeats,
+    whether they omit the owned partitions or acknowledge an older assignment, get it again;
+    once it reports owning them, the answers go back to carrying nothing."""
+    h = Harness(topics=(("orders", 4),))
+    b, lost = _handed_over(h)
+    assert h.group.state is ConsumerGroupState.STABLE  # the coordinator counts b reconciled
+    for _ in range(3):
+        h.advance(500)
+        r = h.send(member_id="b", member_epoch=b.epoch,
+                   topic_partitions=None if owned == "omitted" else ())
+        assert r.error.name == "none" and r.assignment == lost.assignment
+    h.poll(b)  # takes them, reports them with its next heartbeat
+    assert len(b.owned_set()) == 2
+    h.poll(b)
+    r = h.send(member_id="b", member_epoch=b.epoch, topic_partitions=None)
+    assert r.assignment is None
+    h.check_invariants()
+
+
+def test_a_full_request_after_a_lost_answer_ends_the_repeats_once_reported() -> None:
+    """The Java consumer's way after an error: a full request gets the assignment (Kafka's
+    rule); its owned partitions then end the repeats as an acknowledgement does."""
+    h = Harness(topics=(("orders", 4),))
+    b, lost = _handed_over(h)
+    r = h.poll(b, full=True)
+    assert r.assignment == lost.assignment and len(b.owned_set()) == 2
+    h.poll(b)
+    assert h.send(member_id="b", member_epoch=b.epoch, topic_partitions=None).assignment is None
 
 
 def test_a_leaving_member_frees_its_partitions_at_once() -> None:

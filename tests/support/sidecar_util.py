@@ -28,6 +28,7 @@ import pytest
 from kio.serial import entity_reader
 
 from coordinator.sidecar import rewrite
+from protocol import apis
 from tests.support import realclients as rc
 
 REPO = rc.REPO
@@ -87,14 +88,15 @@ class Relay:
     `stop()` closes the listener and resets every relayed connection (the broker is gone: refused
     connects, dropped links); `start()` again is the broker back at the same address."""
 
-    def __init__(self, port: int, target: int) -> None:
+    def __init__(self, port: int, target: int, host: str = HOST) -> None:
         self.port = port
         self.target = target
+        self.host = host  # where it listens (another loopback address than the target's: 127/8)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._relay, HOST, self.port,
+        self._server = await asyncio.start_server(self._relay, self.host, self.port,
                                                   reuse_address=True)
 
     async def _upstream(
@@ -141,10 +143,11 @@ class MetadataScript(Relay):
     """A Relay that reads the Kafka frames it carries and lets the test rewrite the broker's
     Metadata answers: a scripted upstream. `script` is a queue of edits (response -> response),
     each applied to one Metadata answer in turn; once it is empty, answers pass unchanged.
-    `answers` counts the Metadata answers carried, `scripted` those an edit was applied to."""
+    `answers` counts the Metadata answers carried, `scripted` those an edit was applied to.
+    Subclasses script other answers by overriding `answer`."""
 
-    def __init__(self, port: int, target: int) -> None:
-        super().__init__(port, target)
+    def __init__(self, port: int, target: int, host: str = HOST) -> None:
+        super().__init__(port, target, host)
         self.script: list[Any] = []
         self.answers = 0
         self.scripted = 0
@@ -162,8 +165,9 @@ class MetadataScript(Relay):
                 while True:
                     size = await src.readexactly(4)
                     frame = size + await src.readexactly(struct.unpack(">i", size)[0])
-                    dst.write(edit(frame))
-                    await dst.drain()
+                    if (out := edit(frame)) is not None:
+                        dst.write(out)
+                        await dst.drain()
             dst.transport.abort()
 
         def request(frame: bytes) -> bytes:
@@ -171,22 +175,56 @@ class MetadataScript(Relay):
             asked[correlation_id] = (api_key, version)
             return frame
 
-        def response(frame: bytes) -> bytes:
+        def response(frame: bytes) -> bytes | None:
             correlation_id = rewrite.response_correlation_id(frame)
             api_key, version = asked.pop(correlation_id, (-1, -1))
-            if api_key != rewrite.METADATA:
-                return frame
-            self.answers += 1
-            if not self.script:
-                return frame
-            self.scripted += 1
-            edited = self.script.pop(0)(rewrite.decode_response(api_key, version, frame))
-            return rewrite.encode_response(correlation_id, api_key, version, edited)
+            return self.answer(api_key, version, correlation_id, frame)
 
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(frames(reader, up_writer, request),
                                  frames(up_reader, writer, response))
         self._writers -= {writer, up_writer}
+
+    def answer(self, api_key: int, version: int, correlation_id: int,
+               frame: bytes) -> bytes | None:  # fmt: skip
+        """The framed answer the client gets instead of `frame`; None: it never gets one."""
+        if api_key != rewrite.METADATA:
+            return frame
+        self.answers += 1
+        if not self.script:
+            return frame
+        self.scripted += 1
+        edited = self.script.pop(0)(rewrite.decode_response(api_key, version, frame))
+        return rewrite.encode_response(correlation_id, api_key, version, edited)
+
+
+class LostHandovers(MetadataScript):
+    """A relay that loses ConsumerGroupHeartbeat answers handing a member more partitions than
+    its previous answer gave it, when that one gave it some (librdkafka then heartbeats with
+    no full request), `limit` of them: what a client that timed the answer out and dropped it
+    saw (librdkafka waits one heartbeat interval). `lost` counts them."""
+
+    def __init__(self, port: int, target: int, host: str = HOST, limit: int = 1) -> None:
+        super().__init__(port, target, host)
+        self.limit = limit
+        self.lost = 0
+        self._given: dict[str, frozenset[tuple[Any, int]]] = {}  # member id -> last assignment
+
+    def answer(self, api_key: int, version: int, correlation_id: int,
+               frame: bytes) -> bytes | None:  # fmt: skip
+        if api_key != apis.CONSUMER_GROUP_HEARTBEAT:
+            return frame
+        r = decode(api_key, version, frame)
+        if r.error_code != 0 or r.assignment is None:
+            return frame
+        given = frozenset((tp.topic_id, p) for tp in r.assignment.topic_partitions
+                          for p in tp.partitions)
+        before = self._given.get(r.member_id)
+        if before and given > before and self.lost < self.limit:
+            self.lost += 1
+            return None
+        self._given[r.member_id] = given
+        return frame
 
 
 # -------------------------------------------------------------------------------------- sidecar

@@ -52,7 +52,7 @@ from coordinator.core.consumer.checks import (
     request_error,
 )
 from coordinator.core.consumer.describe import describe_group
-from coordinator.core.consumer.member_update import updated_member
+from coordinator.core.consumer.member_update import AssignmentAcks, updated_member
 from coordinator.core.consumer.messages import (
     ConsumerGroupConfig,
     ConsumerGroupDescription,
@@ -115,6 +115,7 @@ class ConsumerGroupCoordinator:
         "_refresh_metadata",
         "_refresh_regexes",
         "_topics_version",
+        "acks",
         "catalog",
         "config",
         "epoch_offset_ms",
@@ -148,6 +149,7 @@ class ConsumerGroupCoordinator:
         self._topics_version = 0  # topic changes seen: the version of resolved regexes
         self.rebalances = Rebalances()  # for the events only (metrics, history)
         self.pacer = AssignmentPacer(config.assignment_interval_ms)
+        self.acks = AssignmentAcks()  # which answers repeat the assignment (soft state)
 
     # -- API 68 ---------------------------------------------------------------------------------
 
@@ -245,14 +247,7 @@ class ConsumerGroupCoordinator:
             TimerKind.SESSION, gid, member_id, now_ms + self.config.session_timeout_ms
         )
 
-        # The assignment is sent on a join, on a full request (every optional field present,
-        # as after an error), or when it changed (Kafka's consumerGroupHeartbeat).
-        full = (
-            req.rebalance_timeout_ms != -1
-            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
-            and req.topic_partitions is not None
-        )
-        send_assignment = joining or full or final.assigned_partitions != member.assigned_partitions
+        send_assignment = self.acks.due(group, req, member, final)
         return HeartbeatResponse(
             ErrorCode.none,
             member_id=member_id,
@@ -520,6 +515,7 @@ class ConsumerGroupCoordinator:
         self._refresh_regexes.discard(group_id)
         self.rebalances.forget(group_id)
         self.pacer.forget(group_id)
+        self.acks.forget(group_id)
         self.timers.cancel(TimerKind.ASSIGNMENT, group_id, "")
 
     def finish_loading(self, now_ms: int, group_ids: Iterable[str] | None = None) -> None:
@@ -564,6 +560,7 @@ class ConsumerGroupCoordinator:
         if group.members:
             return ErrorCode.non_empty_group, ()
         self.rebalances.forget(group_id)
+        self.acks.forget(group_id)
         op = _Op(self.groups)
         for regex in sorted(group.resolved_regexes):
             op.emit(ConsumerGroupRecord(ConsumerGroupRegularExpressionKey(group_id, regex), None))
