@@ -168,11 +168,15 @@ class GroupCoordinator:
         self._handle(reply_to, command, now_ms, fx)
         return fx
 
-    def handle_many(self, commands: Iterable[tuple[int, AnyCommand]], now_ms: int) -> Effects:
-        """`handle` for several commands at the same instant, in order, their effects gathered
-        in one Effects (replies, records and events in the order separate calls would give):
-        the requests a pass of the server's loop read, at the cost of one."""
+    def handle_many(self, commands: list[tuple[int, AnyCommand]], now_ms: int) -> Effects:
+        """`handle` for several commands at the same instant, their effects gathered in one
+        Effects (replies, records and events in the order separate calls would give): the
+        requests a pass of the server's loop read (one per connection), at the cost of one.
+        In arrival order, except that consumer heartbeats that may free partitions go first
+        (`consumer.release_first`)."""
         fx = Effects()
+        if len(commands) > 1 and self.state.consumer.groups:
+            commands = consumer.release_first(self.state, commands)
         for reply_to, command in commands:
             self._handle(reply_to, command, now_ms, fx)
         return fx

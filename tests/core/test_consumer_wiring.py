@@ -13,6 +13,7 @@ from coordinator.core.consumer.messages import (
     ConsumerGroupHeartbeat,
     HeartbeatResponse,
 )
+from coordinator.core.consumer.records import TopicPartitions
 from coordinator.core.coordinator import CoordinatorConfig, Effects, GroupCoordinator
 from coordinator.core.messages import (
     CommitPartition,
@@ -248,3 +249,42 @@ def test_offset_delete_refuses_a_consumer_groups_subscribed_topics_per_partition
     assert [(p.partition, p.error) for p in result.topics[0].partitions] == [(0, E.none)]
     fetched = reply(c.handle(1, OffsetFetch((FetchGroup("g", None),), False, 9), 0))
     assert isinstance(fetched, OffsetFetchResult) and fetched.groups[0].topics == ()
+
+
+
+def test_a_batch_applies_a_revocation_before_the_newcomer_waiting_for_it() -> None:
+    """One pass of the server's loop (handle_many): the newcomer's heartbeat read before its
+    holder's revocation in the same batch still gets the freed partitions; a holder that still
+    reports them keeps them (revocation before assignment)."""
+    c = core()
+    a = join(c, "g", "a")
+    assert a.assignment is not None and sum(len(tp.partitions) for tp in a.assignment) == 4
+    now = 1_000  # past the assignment interval: b's join is assigned at once
+    b = join(c, "g", "b", now)
+    assert b.assignment == ()  # its target is still a's: UNRELEASED_PARTITIONS
+    everything = a.assignment
+    told = reply(c.handle(2, ConsumerGroupHeartbeat("g", "a", 2, topic_partitions=everything),
+                          now))  # fmt: skip
+    assert isinstance(told, HeartbeatResponse) and told.assignment is not None
+    kept = told.assignment  # a is to revoke the rest
+    assert sum(len(tp.partitions) for tp in kept) == 2
+
+    def batch(owned: tuple[TopicPartitions, ...]) -> dict[int, HeartbeatResponse]:
+        """b's beat read first, a's second, in one pass."""
+        fx = c.handle_many(
+            [
+                (3, ConsumerGroupHeartbeat("g", "b", b.member_epoch, topic_partitions=())),
+                (4, ConsumerGroupHeartbeat("g", "a", told.member_epoch, topic_partitions=owned)),
+            ],
+            now,
+        )
+        out = dict(fx.replies)
+        assert all(isinstance(r, HeartbeatResponse) for r in out.values())
+        return out  # type: ignore[return-value]
+
+    still = batch(everything)  # a has not revoked: nothing for b
+    assert still[3].assignment is None and still[4].member_epoch == 2
+    done = batch(kept)  # revoked, in the same pass as b's beat, read after it
+    assert done[3].assignment is not None
+    assert sum(len(tp.partitions) for tp in done[3].assignment) == 2
+    assert done[4].member_epoch == done[3].member_epoch == b.member_epoch

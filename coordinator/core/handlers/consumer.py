@@ -37,9 +37,9 @@ from coordinator.core.consumer.messages import (
     DescribedConsumerGroup,
     HeartbeatResponse,
 )
-from coordinator.core.consumer.model import LEAVE_GROUP_MEMBER_EPOCH
+from coordinator.core.consumer.model import LEAVE_GROUP_MEMBER_EPOCH, MemberState
 from coordinator.core.consumer.records import ConsumerGroupRecord
-from coordinator.core.effects import Effects
+from coordinator.core.effects import AnyCommand, Effects
 from coordinator.core.events import (
     GroupCreated,
     GroupDeleted,
@@ -108,6 +108,37 @@ def heartbeat(
     if cmd.member_epoch == LEAVE_GROUP_MEMBER_EPOCH and result.records:
         migration.maybe_downgrade(state, cmd.group_id, now_ms, fx)
     fx.replies.append((reply_to, response))
+
+
+def release_first(
+    state: CoreState, commands: list[tuple[int, AnyCommand]]
+) -> list[tuple[int, AnyCommand]]:
+    """The order in which to apply one batch of requests (`GroupCoordinator.handle_many`: what
+    one pass of the server's loop read, at one instant, at most one request per connection):
+    the ConsumerGroupHeartbeats that may free partitions -- a member revoking (its answer may
+    report the revocation done) or leaving -- before the rest, otherwise in arrival order.
+
+    Requests of different connections read in the same pass are concurrent: any order is one
+    Kafka could have seen. This one lets a member waiting for a partition (a newcomer whose
+    target is still held, UNRELEASED_PARTITIONS) get it in this batch when its holder's
+    revocation arrived in the same one, instead of one heartbeat interval later. Nothing else
+    changes: a partition is still given only once its holder released it (reconcile)."""
+    groups = state.consumer.groups
+    first: list[tuple[int, AnyCommand]] = []
+    rest: list[tuple[int, AnyCommand]] = []
+    for entry in commands:
+        cmd = entry[1]
+        if type(cmd) is ConsumerGroupHeartbeat:
+            if cmd.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+                first.append(entry)
+                continue
+            group = groups.get(cmd.group_id)
+            member = None if group is None else group.members.get(cmd.member_id)
+            if member is not None and member.state is MemberState.UNREVOKED_PARTITIONS:
+                first.append(entry)
+                continue
+        rest.append(entry)
+    return first + rest if first and rest else commands
 
 
 def describe(
