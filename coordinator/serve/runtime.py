@@ -122,7 +122,7 @@ class Runtime:
         self._events = events
         self._on_write_failure = on_write_failure
         self._loop = loop or asyncio.get_running_loop()
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None  # the deadline's, then the expiry's call_soon
         self._timer_deadline_ms: int | None = None
         self._next_reply_to = 0
         self._waiters: set[asyncio.Task[None]] = set()
@@ -303,6 +303,17 @@ class Runtime:
             self._timer = self._loop.call_at(deadline / 1000 + 0.0005, self._on_timer)
 
     def _on_timer(self) -> None:
+        # The loop runs due timers after its poll of the sockets (libuv >= 1.45, as asyncio's
+        # own loop), and the server hands what that poll read to the core from a call_soon (its
+        # batch of beats and commits), queued before this: expiring from a call_soon too puts
+        # the requests that were already waiting when a deadline passed first -- the heartbeat
+        # that keeps a session, the joins a paced target run should fold in (after a loop pass
+        # longer than the pacer's quiet window, a burst of joins looked quiet and got a target
+        # run of its own halfway; issue 38). The armed deadline stays set meanwhile, so
+        # commands in between do not arm it again.
+        self._timer = self._loop.call_soon(self._expire)
+
+    def _expire(self) -> None:
         self._timer = None
         self._timer_deadline_ms = None
         self.apply(self.core.expire(self.now_ms()))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -28,11 +29,13 @@ COMMITTERS = 40
 
 
 @contextlib.asynccontextmanager
-async def running(tmp_path: Path) -> AsyncIterator[tuple[Server, list[RawConn]]]:
+async def running(
+    tmp_path: Path, config: CoordinatorConfig | None = None
+) -> AsyncIterator[tuple[Server, list[RawConn]]]:
     """A server on a disk log, and a list for the test's connections: closed, then the server
     stopped and its log closed, on the way out."""
     ids = itertools.count()
-    options = ServerOptions(host=HOST, port=0, coordinator=CoordinatorConfig())
+    options = ServerOptions(host=HOST, port=0, coordinator=config or CoordinatorConfig())
     catalog = TopicCatalog((TopicInfo("orders", uuid.uuid4(), 4),))
     disk = await DiskLog.open(tmp_path, policy="always")
     server = Server(options, catalog, lambda p: f"{p}-{next(ids)}", journal=DiskJournal(disk))
@@ -132,6 +135,35 @@ async def test_concurrent_consumer_heartbeats_are_batched_answered_once_and_dura
         assert journal.durable_seq() == journal.last_seq()  # every answered join is durable
         group = server.core.state.consumer.groups["cg"]
         assert sorted(group.members) == sorted(a.member_id for a in answers)
+
+
+async def test_a_beat_waiting_when_its_session_ran_out_counts_before_the_expiry(
+    tmp_path: Path,
+) -> None:
+    """The loop runs due timers after its poll of the sockets, and the server's batch of what
+    that poll read runs from a call_soon: the expiry must come after it (Runtime._on_timer), or
+    a member whose heartbeat was already in the socket is fenced by a deadline it met."""
+    session_ms = 300
+    config = CoordinatorConfig(consumer_session_timeout_ms=session_ms)
+    async with running(tmp_path, config) as (server, conns):
+        conns.append(conn := await RawConn.open(HOST, server.options.port))
+        join = wire.consumer_group_heartbeat_v0(
+            "cg", "", 0, rebalance_timeout_ms=60_000, topics=["orders"], owned=()
+        )
+        joined = await _consumer_beat(conn, join)
+        assert joined.error_code == 0 and joined.member_id
+        beat = wire.consumer_group_heartbeat_v0("cg", joined.member_id, joined.member_epoch)
+        conn.correlation += 1
+        frame = wire.flexible_frame(wire.CONSUMER_GROUP_HEARTBEAT, 0, beat, conn.correlation)
+        conn.writer.write(frame)  # into the kernel now: the transport's buffer is empty
+        # Hold the loop past the session's deadline: the next pass finds the beat readable and
+        # the session timer due together.
+        time.sleep(2 * session_ms / 1000)
+        head = await asyncio.wait_for(conn.reader.readexactly(4), 10)
+        data = await asyncio.wait_for(conn.reader.readexactly(int.from_bytes(head, "big")), 10)
+        answer = wire.decode_consumer_group_heartbeat_v0(data[4:])
+        assert answer.error_code == 0, answer  # 25 UNKNOWN_MEMBER_ID: expired first
+        assert joined.member_id in server.core.state.consumer.groups["cg"].members
 
 
 @pytest.fixture(autouse=True)
