@@ -18,9 +18,18 @@ from dataclasses import replace
 
 import pytest
 
+from coordinator.sidecar.state_topic import partition_for
 from tests.sidecar.test_fleet import Committer, serving, settled
 from tests.support import realclients as rc
-from tests.support.sidecar_util import REPO, Sidecar, Stack, create_topic, fetch, stack
+from tests.support.sidecar_util import (
+    REPO,
+    Sidecar,
+    Stack,
+    create_topic,
+    fetch,
+    produce,
+    stack,
+)
 
 pytestmark = pytest.mark.clients
 __all__ = ["stack"]
@@ -156,3 +165,119 @@ def test_workers_without_a_fleet_are_refused() -> None:
             cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
         assert done.returncode == 2, done.stderr
         assert "--workers: needs a sidecar fleet" in done.stderr, done.stderr
+
+
+# -- each worker a coordinator node of its own (coordinator.sidecar.worker_nodes) ---------------
+
+
+def forwarded(workers: list[Sidecar]) -> float:
+    """Group requests the workers forwarded to one another (their metrics, summed)."""
+    total = 0.0
+    for w in workers:
+        for line in w.metrics().splitlines():
+            if line.startswith("groupcoord_fleet_forwarded_requests_total"):
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def answered(w: Sidecar, api: str) -> float:
+    """Requests of `api` this worker answered itself, any error."""
+    total = 0.0
+    for line in w.metrics().splitlines():
+        if line.startswith("groupcoord_requests_total{") and f'api="{api}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def group_owned_by(workers: list[Sidecar], index: int, prefix: str) -> str:
+    """A group name whose state partition worker `index` serves."""
+    mine = serving(workers[index])
+    return next(g for n in range(10_000) if partition_for(g := f"{prefix}-{n}", 50) in mine)
+
+
+@pytest.mark.parametrize("kind", ["confluent", "aiokafka"])
+async def test_group_requests_go_straight_to_the_owning_worker(stack: Stack, kind: str) -> None:
+    """FindCoordinator names the node of the worker owning the group, which Metadata lists: a
+    real client's group requests (join, sync, heartbeats, commits, leave) reach the owner with
+    none forwarded between the workers, and each worker answers its own group's commits."""
+    parent, workers = await _workers(stack)
+    topic = "workers-route"
+    await create_topic(stack.tansus[0].bootstrap, topic, 2)
+    groups = [group_owned_by(workers, i, f"route-{kind}") for i in range(2)]
+    before = forwarded(workers)
+    commits = [answered(w, "OffsetCommit") for w in workers]
+    members = [await stack.consumer(kind, f"route-{i}", parent.bootstrap, g, topic)
+               for i, g in enumerate(groups)]
+    await rc.wait_until(lambda: all(rc.partition_of([m], 2) for m in members), 90,
+                        "each group's consumer to own both partitions", explain=stack.explain)
+    await produce(stack.tansus[0].bootstrap, topic, [f"k{i}" for i in range(20)])
+    await rc.wait_until(
+        lambda: all(sum(len(e["offsets"]) for e in m.events if e["event"] == "committed") >= 2
+                    for m in members),
+        60, "each consumer to commit what it read", explain=stack.explain)
+    assert all(answered(w, "OffsetCommit") > c for w, c in zip(workers, commits, strict=True))
+    assert forwarded(workers) - before == 0, stack.explain()
+    errors = [e for m in members for e in m.events if e["event"] == "error"]
+    assert not errors, errors
+
+
+async def test_the_owning_worker_killed_its_client_recovers_and_loses_no_commit(
+        stack: Stack) -> None:
+    """A client whose coordinator is worker 1's node: worker 1 killed with kill -9, the client
+    finds its coordinator again (a closed connection, then FindCoordinator), its commits are
+    acknowledged again, and none acknowledged before or after is lost."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.structs import OffsetAndMetadata
+
+    from coordinator.sidecar.worker_nodes import NODE_BASE
+
+    parent, workers = await _workers(stack)
+    topic = "workers-kill-owner"
+    await create_topic(stack.tansus[0].bootstrap, topic, 1)
+    group = group_owned_by(workers, 1, "kill-owner")
+    tp = TopicPartition(topic, 0)
+    consumer = AIOKafkaConsumer(bootstrap_servers=parent.bootstrap, group_id=group,
+                                enable_auto_commit=False, request_timeout_ms=15_000)
+    await consumer.start()
+    acked: list[int] = []
+    failures: list[str] = []
+
+    async def commit_forever() -> None:
+        n = 0
+        while True:
+            n += 1
+            try:
+                await consumer.commit({tp: OffsetAndMetadata(n, "")})
+            except Exception as exc:  # counted: the assertion below says which
+                failures.append(repr(exc))
+                await asyncio.sleep(0.1)
+                continue
+            acked.append(n)
+            await asyncio.sleep(0.01)
+
+    consumer.assign([tp])
+    task = asyncio.create_task(commit_forever())
+    try:
+        await rc.wait_until(lambda: len(acked) >= 5, 60, "commits acknowledged",
+                            explain=stack.explain)
+        # Its coordinator is the owner's own node (aiokafka's private coordinator state).
+        assert consumer._coordinator.coordinator_id == NODE_BASE + 1
+        before = worker_pids(parent)
+        os.kill(before[1], signal.SIGKILL)
+        mark = len(acked)
+        await rc.wait_until(lambda: len(acked) >= mark + 5, 90,
+                            "commits acknowledged again after worker 1's kill -9",
+                            explain=stack.explain)
+        assert worker_pids(parent).get(1) != before[1]  # started again by the parent
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    await consumer.stop()
+    last = acked[-1]
+
+    async def fetched() -> bool:
+        return isinstance(await fetch(parent.port, group, topic, 1), dict)
+
+    await rc.wait_until(fetched, 30, "the offset fetched", explain=stack.explain)
+    got = await fetch(parent.port, group, topic, 1)
+    assert isinstance(got, dict) and got[0] >= last, (got, last, failures, stack.explain())
