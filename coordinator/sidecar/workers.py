@@ -4,8 +4,10 @@ One Python process serves one core. A second process on the same host used to be
 sidecar; here the parent starts N workers, each a whole fleet member (its own member id, its own
 share of the state partitions, its own fleet listener), that share the client port and the
 fixed broker ports (`--broker-port-base`) with SO_REUSEPORT: the kernel spreads the clients'
-connections over them. A group owned by another worker is forwarded to it over the fleet
-listener, as between pods (docs/sidecar.md, "More than one core").
+connections over them. FindCoordinator names the node of the worker owning a group
+(coordinator.sidecar.worker_nodes), so clients send its requests there; one that still reaches
+another worker is forwarded over the fleet listener, as between pods (docs/sidecar.md, "More
+than one core").
 
 What the parent does (an operator's expectations of one process):
 - Each worker is also a coordinator node of its own (coordinator.sidecar.worker_nodes): the

@@ -17,16 +17,21 @@ import sys
 from dataclasses import replace
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from coordinator.sidecar.state_topic import partition_for
+from coordinator.sidecar.worker_nodes import NODE_BASE
 from tests.sidecar.test_fleet import Committer, serving, settled
 from tests.support import realclients as rc
 from tests.support.sidecar_util import (
     REPO,
+    RawClient,
     Sidecar,
     Stack,
     create_topic,
     fetch,
+    kio,
+    metadata,
     produce,
     stack,
 )
@@ -219,6 +224,23 @@ async def test_group_requests_go_straight_to_the_owning_worker(stack: Stack, kin
     assert forwarded(workers) - before == 0, stack.explain()
     errors = [e for m in members for e in m.events if e["event"] == "error"]
     assert not errors, errors
+    # On the wire: each group its owner's node, and both nodes listed (Metadata, DescribeCluster)
+    client = await RawClient.connect(parent.port)
+    try:
+        nodes = []
+        for g in groups:
+            found = await client.call(kio(10, 3, "FindCoordinatorRequest", key=g, key_type=0))
+            assert found.error_code == ErrorCode.none
+            nodes.append((found.node_id, found.port))
+        assert [n for n, _ in nodes] == [NODE_BASE, NODE_BASE + 1]
+        meta = await client.call(metadata())
+        cluster = await client.call(kio(60, 1, "DescribeClusterRequest", endpoint_type=1,
+                                        include_cluster_authorized_operations=False))
+        for listed in (meta.brokers, cluster.brokers):
+            ids = {getattr(b, "node_id", getattr(b, "broker_id", None)): b.port for b in listed}
+            assert {n: ids.get(n) for n, _ in nodes} == dict(nodes), listed
+    finally:
+        client.close()
 
 
 async def test_the_owning_worker_killed_its_client_recovers_and_loses_no_commit(
@@ -228,8 +250,6 @@ async def test_the_owning_worker_killed_its_client_recovers_and_loses_no_commit(
     acknowledged again, and none acknowledged before or after is lost."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
     from aiokafka.structs import OffsetAndMetadata
-
-    from coordinator.sidecar.worker_nodes import NODE_BASE
 
     parent, workers = await _workers(stack)
     topic = "workers-kill-owner"
@@ -272,7 +292,7 @@ async def test_the_owning_worker_killed_its_client_recovers_and_loses_no_commit(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    await consumer.stop()
+        await consumer.stop()
     last = acked[-1]
 
     async def fetched() -> bool:
