@@ -587,8 +587,8 @@ def find_coordinator_frame(
     coordinator: Callable[[str], BrokerAddress | None],
 ) -> bytes:
     """groupcoord's own FindCoordinator answer for GROUP keys, `coordinator(group_id)` for each;
-    COORDINATOR_NOT_AVAILABLE (which clients retry) until an upstream broker is known to put it
-    behind."""
+    COORDINATOR_NOT_AVAILABLE (which clients retry) where it is None: no upstream broker known
+    yet to put it behind, or (`serve --workers N`) the group's owner not known yet."""
     cls = response_class(FIND_COORDINATOR, version)
 
     def fields(key: str) -> dict[str, Any]:
@@ -598,7 +598,7 @@ def find_coordinator_frame(
             "host": found.host if found else "",
             "port": found.port if found else -1,
             "error_code": ErrorCode.none if found else ErrorCode.coordinator_not_available,
-            "error_message": None if found else "no upstream broker known yet",
+            "error_message": None if found else "the coordinator is not known yet",
         }
 
     if version == 0:

@@ -28,8 +28,14 @@ Invariants:
   COORDINATOR_LOAD_IN_PROGRESS while the group is between owners (coordinator.sidecar.forward);
   never NOT_COORDINATOR for a group that has an owner, which librdkafka fails a synchronous
   commit on.
-- A group whose owner is unknown, or is not a worker of this host (a member in another pod, which
-  a pod's clients may not reach), is named at the answering worker's own node.
+- A group between owners (its state partition unassigned while the fleet forms or after a
+  member died, or fenced) gets COORDINATOR_NOT_AVAILABLE, as from a Kafka broker whose
+  coordinator partition has no leader yet: clients ask again after their backoff, and find the
+  owner once the fleet has placed it, instead of keeping whichever worker answered first.
+  (Group requests that reach a worker meanwhile still get COORDINATOR_LOAD_IN_PROGRESS.)
+- A group owned by a member that is not a worker of this host (a member in another pod, which a
+  pod's clients may not reach), or by a worker whose index is unknown, is named at the
+  answering worker's own node, which forwards.
 - Only workers of one host: a fleet of pods keeps naming the broker listener (docs/sidecar.md).
 """
 
@@ -101,12 +107,14 @@ class WorkerNodes:
     def nodes(self) -> list[BrokerAddress]:
         return [self.node(i) for i in range(len(self.ports))]
 
-    def owner(self, group_id: str, owners: Owners | None) -> BrokerAddress:
-        """The node of the worker owning `group_id`'s state partition; this worker's own when
-        that is not known or not one of this host's workers."""
+    def owner(self, group_id: str, owners: Owners | None) -> BrokerAddress | None:
+        """The node of the worker owning `group_id`'s state partition; None while it has no
+        owner; this worker's own when the owner is not one of this host's workers."""
         if owners is not None:
             parts = owners.parts
             part = parts[partition_for(group_id, len(parts))]
+            if part.status in ("unassigned", "fenced"):
+                return None
             if part.status == "remote" and part.owner:
                 i = owners.worker_of.get(part.owner)
                 if i is not None and 0 <= i < len(self.ports):

@@ -34,17 +34,18 @@ GROUP = "g"
     ("remote", "127.0.0.1:9100", {"127.0.0.1:9100": 1}, 1),  # another worker owns it: its node
     ("serving", None, {}, 0),  # this worker owns it
     ("loading", None, {}, 0),
-    ("unassigned", None, {}, 0),  # between owners: here (LOAD_IN_PROGRESS, then routed)
-    ("fenced", None, {}, 0),
+    ("unassigned", None, {}, None),  # between owners: COORDINATOR_NOT_AVAILABLE, asked again
+    ("fenced", None, {}, None),
     ("remote", "10.0.0.9:9094", {}, 0),  # a member that is not a worker of this host
     ("remote", "127.0.0.1:9100", {"127.0.0.1:9100": 5}, 0),  # an index we have no port for
 ])
 def test_the_owner_node(status: str, owner: str | None, workers: dict[str, int],
-                        named: int) -> None:
+                        named: int | None) -> None:
     fleet = Fleet(worker_of=workers)
     fleet.parts[partition_for(GROUP, 50)] = Part(status, owner)
-    assert NODES.owner(GROUP, fleet) == BrokerAddress(NODE_BASE + named, "127.0.0.1",
-                                                      7000 + named)
+    expected = None if named is None else BrokerAddress(NODE_BASE + named, "127.0.0.1",
+                                                        7000 + named)
+    assert NODES.owner(GROUP, fleet) == expected
 
 
 def test_without_a_fleet_view_and_every_node() -> None:
