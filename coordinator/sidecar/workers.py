@@ -10,10 +10,8 @@ another worker is forwarded over the fleet listener, as between pods (docs/sidec
 than one core").
 
 What the parent does (an operator's expectations of one process):
-- Each worker is also a coordinator node of its own (coordinator.sidecar.worker_nodes): the
-  parent binds one listening socket per worker before starting them, keeps them all its life,
-  and passes worker i its own (the same one again after a restart); FindCoordinator names the
-  worker that owns a group, so clients send its requests there and few are forwarded.
+- It binds one listening socket per worker before starting them, keeps them all its life, and
+  passes worker i its own, the same one again after a restart: worker i's coordinator node.
 - Worker i gets the settings of the parent, with `--fleet-listen` and `--metrics-listen` on the
   configured port + i (port 0 stays 0), `--fleet-advertise` likewise; the environment variable
   `GROUPCOORD_WORKER_INDEX` makes its client and broker listeners share their ports
