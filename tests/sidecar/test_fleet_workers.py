@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from coordinator.sidecar.state_topic import partition_for
 from coordinator.sidecar.worker_nodes import NODE_BASE
 from tests.sidecar.test_fleet import Committer, serving, settled
+from tests.sidecar.test_fleet_start import commit_on_first_assignment
 from tests.support import realclients as rc
 from tests.support.sidecar_util import (
     REPO,
@@ -321,16 +322,31 @@ async def test_java_consumers_go_straight_to_the_owning_worker(
                         group=g, topic=topic)
         for i, g in enumerate(groups)))
     stack.members.extend(members)
-    for m in members:
-        await rc.wait_until(lambda m=m: m.owned, 120, f"{m.name}'s assignment",
-                            explain=stack.explain)
-        assert m.proc.stdin is not None
-        m.proc.stdin.write(b"commit 1\n")
-        await m.proc.stdin.drain()
-        await rc.wait_until(
-            lambda m=m: any(e["event"] in ("committed", "commit_failed") for e in m.events), 60,
-            f"{m.name}'s commit", explain=stack.explain)
+    await asyncio.gather(*(commit_on_first_assignment(stack, m, 120) for m in members))
     errors = [(m.name, e) for m in members for e in m.events
               if e["event"] in ("commit_failed", "error")]
     assert not errors, f"{errors}\n{stack.explain()}"
     assert forwarded(workers) - before == 0, stack.explain()
+
+
+async def test_clients_started_with_the_workers_see_no_error(
+        request: pytest.FixtureRequest, stack: Stack) -> None:
+    """Clients that start together with `--workers 2` ask FindCoordinator while no worker owns
+    their group yet (COORDINATOR_NOT_AVAILABLE, retried: coordinator.sidecar.worker_nodes), then
+    join and commit synchronously on their first assignment without an error reaching them."""
+    rc.require_kind(request, "java")
+    tansu = stack.tansu()
+    topic = "workers-born-together"
+    await create_topic(tansu.bootstrap, topic, 2)
+    parent = stack.sidecar(tansu.bootstrap, fleet=True, workers=2)
+    kinds = ("confluent", "java", "aiokafka")
+    members = await asyncio.gather(*(
+        rc.start_member(stack.tmp, stack.peers, kind, f"born-{kind}", bootstrap=parent.bootstrap,
+                        group=f"workers-born-{kind}", topic=topic)
+        for kind in kinds))
+    stack.members.extend(members)
+
+    await asyncio.gather(*(commit_on_first_assignment(stack, m, 120) for m in members))
+    errors = [(m.name, e) for m in members for e in m.events
+              if e["event"] in ("commit_failed", "error")]
+    assert not errors, f"{errors}\n{stack.explain()}"
