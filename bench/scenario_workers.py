@@ -7,9 +7,13 @@ core, as in bench/scenario_fleet.py. Two setups, one after the other, the same l
   every core (the workers inherit the parent's affinity).
 Load: COMMITTERS closed-loop committers (OffsetCommit v7, generation -1, each its own connection
 and group, one commit in flight each: bench/scenario_storage), then HB_GROUPS x HB_PER_GROUP
-members heartbeating back to back (bench/loadgen.closed_loop). All connections go to the one
-client port: with 2 workers the kernel spreads them (SO_REUSEPORT), and a request that reaches the
-worker not owning its group is forwarded to the other one over the fleet listener (about half).
+members heartbeating back to back (bench/loadgen.closed_loop). Each connection goes where a Kafka
+client sends a group's requests: to the coordinator FindCoordinator names for its group, asked on
+the client port (`coordinator_port`). With one member that is its broker listener; with 2 workers
+it is the node of the worker owning the group (coordinator.sidecar.worker_nodes), so few requests
+are forwarded between the workers: `workers2_forwarded` counts them (the workers' metrics). Before
+the workers had nodes of their own, FindCoordinator named the shared broker port, the kernel
+spread connections over the workers, and about half of the requests were forwarded.
 
 The figures need a machine with a core for each worker AND for the generator and tansu; on a
 2-core machine the generator shares a core with a worker, and tansu another, so the ratio is a
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import urllib.request
 from pathlib import Path
 
 from bench import loadgen, servers, wire
@@ -61,10 +66,52 @@ def tree_cpu_s(server: servers.Server) -> float:
     return _cpu_s(server.pid) + sum(_cpu_s(c) for c in _children(server.pid))
 
 
-async def commits(port: int, warmup: float, measure: float) -> tuple[float, float]:
-    conns = [await loadgen.connect(servers.HOST, port) for _ in range(COMMITTERS)]
+async def coordinator_port(port: int, group: str, deadline_s: float = 60) -> int:
+    """The port FindCoordinator (asked on `port`) names for `group`, as a client asks it."""
+    conn = await loadgen.connect(servers.HOST, port)
     try:
-        groups = [f"workers-commit-{os.getpid()}-{k}" for k in range(COMMITTERS)]
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline_s
+        while True:
+            error, _, found = wire.decode_find_coordinator_v1(
+                await conn.request(wire.find_coordinator_v1(group))
+            )
+            if not error:
+                return found
+            if loop.time() > end:
+                raise loadgen.ProtocolError(f"FindCoordinator({group}): error {error}")
+            await asyncio.sleep(0.1)
+    finally:
+        conn.close()
+
+
+def forwarded(views: list[Member]) -> float:
+    """Group requests the workers forwarded to each other, so far (their metrics)."""
+    total = 0.0
+    for view in views:
+        with urllib.request.urlopen(f"http://{servers.HOST}:{view.http_port}/metrics") as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("groupcoord_fleet_forwarded_requests_total"):
+                    total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def _cpu_window(server: servers.Server, warmup: float, measure: float) -> float:
+    """The server tree's CPU seconds over a closed loop's measuring window."""
+    await asyncio.sleep(warmup)
+    start = tree_cpu_s(server)
+    await asyncio.sleep(measure)
+    return tree_cpu_s(server) - start
+
+
+async def commits(
+    server: servers.Server, warmup: float, measure: float
+) -> tuple[float, float, float]:
+    port = server.port
+    groups = [f"workers-commit-{os.getpid()}-{k}" for k in range(COMMITTERS)]
+    ports = [await coordinator_port(port, g) for g in groups]
+    conns = [await loadgen.connect(servers.HOST, p) for p in ports]
+    try:
         committers = [
             Committer(c, wire.Template.of(*offset_commit_v7(g, range(1), k)))
             for k, (c, g) in enumerate(zip(conns, groups, strict=True))
@@ -76,16 +123,21 @@ async def commits(port: int, warmup: float, measure: float) -> tuple[float, floa
                     break
                 await asyncio.sleep(0.05)
         with loadgen._NoGC():
+            cpu = asyncio.create_task(_cpu_window(server, warmup, measure))
             phase = await commit_closed_loop(committers, warmup, measure, None)
+            cpu_s = await cpu
     finally:
         loadgen.close_all(conns)
-    return phase.received / phase.seconds, float(phase.errors)
+    return phase.received / phase.seconds, 100 * cpu_s / measure, float(phase.errors)
 
 
 async def heartbeats(
     server: servers.Server, warmup: float, measure: float
 ) -> tuple[float, float, float]:
-    conns = await loadgen.connect_many(servers.HOST, server.port, HB_GROUPS * HB_PER_GROUP)
+    conns: list[loadgen.Conn] = []
+    for g in range(HB_GROUPS):  # form_groups: member i of group g on conns[g * per_group + i]
+        port = await coordinator_port(server.port, f"bench-{g}")
+        conns += await loadgen.connect_many(servers.HOST, port, HB_PER_GROUP)
     try:
         members = await loadgen.form_groups(conns, HB_GROUPS, HB_PER_GROUP, deadline_s=120)
         await asyncio.sleep(0.3)
@@ -113,12 +165,16 @@ async def one_setup(
         views = [Member(server, http + i) for i in range(workers)]
         await settle(views)
         await wait_topic([server.port])
-        rate, errors = await commits(server.port, warmup, measure)
+        before = forwarded(views)
+        rate, commit_cpu, errors = await commits(server, warmup, measure)
         hb_rate, hb_cpu, hb_errors = await heartbeats(server, warmup, measure)
+        moved = forwarded(views) - before
     finally:
         server.stop()
     return {
+        f"{tag}_forwarded": moved,
         f"{tag}_commit_rate": rate,
+        f"{tag}_commit_cpu": commit_cpu,
         f"{tag}_hb_rate": hb_rate,
         f"{tag}_hb_cpu": hb_cpu,
         f"{tag}_errors": errors + hb_errors,
@@ -133,6 +189,13 @@ async def one_setup(
         Metric("one_commit_rate", "commits/s, one member (one core)", "commits/s"),
         Metric("workers2_commit_rate", f"commits/s, --workers {WORKERS}", "commits/s"),
         Metric("commit_scaling", f"commits/s: --workers {WORKERS} / one", "ratio", Goal(">=", 1.7)),
+        Metric("one_commit_per_cpu", "  commits per groupcoord CPU-second, one member", "c/s"),
+        Metric("workers2_commit_per_cpu", f"  the same, --workers {WORKERS}", "c/s"),
+        Metric(
+            "commit_scaling_cpu_bound",
+            f"  commits/s scaling with a core per worker, projected ({WORKERS} x per-CPU ratio)",
+            "ratio",
+        ),
         Metric("one_hb_rate", "heartbeats/s, one member (one core)", "hb/s"),
         Metric("workers2_hb_rate", f"heartbeats/s, --workers {WORKERS}", "hb/s"),
         Metric("hb_scaling", f"heartbeats/s: --workers {WORKERS} / one", "ratio", Goal(">=", 1.7)),
@@ -144,6 +207,11 @@ async def one_setup(
             "hb_scaling_cpu_bound",
             f"  hb/s scaling with a core per worker, projected ({WORKERS} x per-CPU ratio)",
             "ratio",
+        ),
+        Metric(
+            "workers2_forwarded",
+            f"  group requests forwarded between the --workers {WORKERS} (both loads)",
+            "count",
         ),
         Metric("load_start", "load average (1 min) at the start", "load"),
         Metric("load_end", "load average (1 min) at the end", "load"),
@@ -172,12 +240,18 @@ async def workers(ctx: Context, _server: object) -> dict[str, float]:
     # its measured heartbeats per CPU-second, against one member at its own.
     for tag in ("one", "workers2"):
         out[f"{tag}_hb_per_cpu"] = out[f"{tag}_hb_rate"] / max(out[f"{tag}_hb_cpu"] / 100, 1e-9)
+        out[f"{tag}_commit_per_cpu"] = out[f"{tag}_commit_rate"] / max(
+            out[f"{tag}_commit_cpu"] / 100, 1e-9
+        )
+    out["commit_scaling_cpu_bound"] = (
+        WORKERS * out["workers2_commit_per_cpu"] / max(out["one_commit_per_cpu"], 1e-9)
+    )
     out["hb_scaling_cpu_bound"] = (
         WORKERS * out["workers2_hb_per_cpu"] / max(out["one_hb_per_cpu"], 1e-9)
     )
     ctx.notes.append(
         f"workers: load average {out['load_start']:.1f} at the start, {out['load_end']:.1f} at "
-        f"the end, on {os.cpu_count()} cores shared with the generator and tansu; about half of "
-        "the --workers requests reach the worker not owning their group and are forwarded"
+        f"the end, on {os.cpu_count()} cores shared with the generator and tansu; each "
+        "connection goes to the coordinator FindCoordinator names for its group"
     )
     return out

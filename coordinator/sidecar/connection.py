@@ -132,6 +132,10 @@ class Sidecar(Protocol):
 
     def coordinator(self) -> BrokerAddress | None: ...
 
+    def group_coordinator(self, group_id: str) -> BrokerAddress | None: ...
+
+    def extra_brokers(self) -> list[BrokerAddress]: ...
+
     def cached_ranges(self, node_id: int | None) -> Ranges | None: ...
 
     async def api_ranges(self, node_id: int | None) -> Ranges: ...
@@ -426,8 +430,8 @@ class SidecarConnection(asyncio.Protocol):
         return answer
 
     def _describe_cluster(self, version: int) -> Callable[[bytes], bytes]:
-        local = self._sidecar.local_address
-        return lambda frame: rewrite.rewrite_describe_cluster(version, frame, local)
+        local, extra = self._sidecar.local_address, self._sidecar.extra_brokers
+        return lambda frame: rewrite.rewrite_describe_cluster(version, frame, local, extra())
 
     def _then_refresh(self, api_key: int, version: int) -> Callable[[bytes], bytes]:
         """CreateTopics/DeleteTopics/CreatePartitions just happened: re-read the cluster; the
@@ -513,7 +517,7 @@ class SidecarConnection(asyncio.Protocol):
             judged = cast(Connection, LocalReply(self, partial(self.complete, slot)))
             if server.gate(judged, header, request, t0) is None:
                 return  # refused: answered through `judged`
-        coordinator = self._sidecar.coordinator()
+        coordinator = self._sidecar.group_coordinator
         data = rewrite.find_coordinator_frame(correlation_id, version, request, coordinator)
         self._answered_here(slot, data, FIND_COORDINATOR, t0)
 

@@ -41,26 +41,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
-from aiokafka.coordinator.protocol import (
-    ConsumerProtocolMemberAssignment,
-    ConsumerProtocolMemberMetadata,
-)
+from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
 from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve.addresses import parse_host_port
 from coordinator.serve.listener import Listening, start_listener
+from coordinator.sidecar.fleet_assignor import OwnerMap, assignor, listener
 from coordinator.sidecar.fleet_journal import SECURITY, FleetJournal, PartitionWriter
 from coordinator.sidecar.fleet_security import SecurityTopic
 from coordinator.sidecar.fleet_security import topic_name as security_topic_name
@@ -72,7 +66,6 @@ from coordinator.sidecar.placement import (
     UNKNOWN,
     Placement,
     Where,
-    assign_partitions,
 )
 from coordinator.sidecar.state_topic import (
     Claim,
@@ -122,12 +115,6 @@ class Part:
     loaded_at: float | None = None  # wall clock
     writer: PartitionWriter | None = None
     epoch_floor: int = 0  # claim at least this epoch (above an older era's claims)
-
-
-@dataclass(slots=True)
-class OwnerMap:
-    generation: int = -1
-    owners: dict[int, tuple[str, str]] = field(default_factory=dict)  # p -> (member id, addr)
 
 
 FLEET_PORT = 9094
@@ -228,6 +215,7 @@ class Fleet:
         self._asked_at = 0.0  # when a request last found a partition we serve
         self._pending_members: dict[str, str] = {}  # fleet address -> upstream member id
         self.members: dict[str, str] = {}  # the same, as of the current assignment
+        self.worker_of: dict[str, int] = {}  # fleet address -> worker index (fleet_assignor)
         # A dead member leaves the fleet group at once (coordinator.sidecar.fleet_watch).
         self.watch = PeerWatch(self._member_died, lambda: sidecar.peer_links.security)
         sidecar.locator = self
@@ -352,11 +340,11 @@ class Fleet:
             heartbeat_interval_ms=max(100, min(1_000, self.options.session_timeout_ms // 4)),
             max_poll_interval_ms=2**31 - 1,  # we never poll records: membership only
             rebalance_timeout_ms=self.options.session_timeout_ms * 2,
-            partition_assignment_strategy=(_assignor(self),),
+            partition_assignment_strategy=(assignor(self),),
         )
         await consumer.start()
         self._consumer = consumer
-        consumer.subscribe([self.topic.name], listener=_Listener(self))
+        consumer.subscribe([self.topic.name], listener=listener(self))
 
     async def stop(self) -> None:
         """Leave the fleet group first (the others take our partitions at once), then stop."""
@@ -711,85 +699,3 @@ def _ranges(numbers: list[int]) -> str:
         else:
             out.append(str(n))
     return ",".join(out)
-
-
-# -- the fleet group's assignor and listener (aiokafka) -------------------------------------------
-
-
-def _assignor(fleet: Fleet) -> type[AbstractPartitionAssignor]:
-    """aiokafka's assignors are classes with classmethods: one made per fleet member."""
-
-    class FleetAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
-        name = "groupcoord-fleet-v1"
-        version = 0
-
-        @classmethod
-        def metadata(cls, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
-            data = json.dumps({"id": fleet.member_id, "address": fleet.address}).encode()
-            return ConsumerProtocolMemberMetadata(cls.version, sorted(topics), data)
-
-        @classmethod
-        def assign(
-            cls, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
-        ) -> dict[str, ConsumerProtocolMemberAssignment]:
-            info: dict[str, tuple[str, str]] = {}
-            for member_id, meta in members.items():
-                try:
-                    data = json.loads(meta.user_data or b"{}")
-                    info[member_id] = (str(data["id"]), str(data["address"]))
-                except (ValueError, KeyError):
-                    info[member_id] = (member_id, "")
-            topic = fleet.topic.name
-            partitions = sorted(cluster.partitions_for_topic(topic) or range(len(fleet.parts)))
-            previous = {p: mid for p, (mid, _) in fleet.owner_map.owners.items()}
-            plan = assign_partitions(partitions, {m: i[0] for m, i in info.items()}, previous)
-            owners = {p: info[m] for m, ps in plan.items() for p in ps}
-            user_data = json.dumps(
-                {
-                    "owners": {str(p): list(o) for p, o in owners.items()},
-                    # Who is who upstream: a survivor removes a dead member by its member id.
-                    "members": {address: m for m, (_, address) in info.items()},
-                }
-            )
-            return {
-                m: ConsumerProtocolMemberAssignment(
-                    cls.version, [(topic, sorted(ps))], user_data.encode()
-                )
-                for m, ps in plan.items()
-            }
-
-        @classmethod
-        def on_assignment(cls, assignment: ConsumerProtocolMemberAssignment) -> None:
-            try:
-                data = json.loads(assignment.user_data or b"{}")
-                owners = data.get("owners", {})
-                fleet._pending_owners = {int(p): (o[0], o[1]) for p, o in owners.items()}
-                members = data.get("members", {})
-                fleet._pending_members = {str(a): str(m) for a, m in members.items()}
-            except (ValueError, TypeError, IndexError, AttributeError):
-                log.warning("undecodable fleet assignment user data")
-                fleet._pending_owners, fleet._pending_members = {}, {}
-
-    return FleetAssignor
-
-
-class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, fleet: Fleet) -> None:
-        self.fleet = fleet
-
-    async def on_partitions_revoked(self, revoked: Any) -> None:
-        # Keep serving until the new assignment: partitions that stay are never interrupted,
-        # and a partition that moves is fenced by its new owner's claim (module docstring).
-        return None
-
-    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
-        fleet = self.fleet
-        consumer = fleet._consumer
-        if consumer is not None:
-            consumer.pause(*assigned)  # membership only: never fetch the state topic here
-        # aiokafka keeps the generation on its private coordinator; it is the claim epoch.
-        coordinator = getattr(consumer, "_coordinator", None)
-        generation = int(getattr(coordinator, "generation", -1))
-        fleet.assigned(
-            {tp.partition for tp in assigned}, OwnerMap(generation, dict(fleet._pending_owners))
-        )

@@ -221,6 +221,7 @@ class PeerLinks:
         self.security: ClientSecurity = PLAINTEXT
         self._members: dict[Address, Broker] = {}
         self._silent: set[Address] = set()
+        self.forwarded = 0  # client requests sent to another member (a metric)
 
     def member(self, address: Address) -> Broker:
         member = self._members.get(address)
@@ -503,6 +504,7 @@ class Router:
         self._send(address, frame, correlation_id, reply)
 
     def _send(self, address: Address, frame: bytes, correlation_id: int, reply: Reply) -> None:
+        self._peers.forwarded += 1
         link = self._links.get(address)
         if link is not None:
             link.send(frame, correlation_id, reply)

@@ -47,7 +47,7 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
@@ -81,6 +81,8 @@ from coordinator.sidecar.upstream import Upstreams, UpstreamUnavailable
 from coordinator.sidecar.upstream_clients import (
     security_from_settings,
 )
+from coordinator.sidecar.worker_nodes import Owners, WorkerNodes
+from coordinator.sidecar.worker_nodes import from_env as worker_nodes_from_env
 from protocol import apis
 
 if TYPE_CHECKING:
@@ -150,6 +152,8 @@ class Sidecar:
         # A fleet (coordinator.sidecar.forward): where each group is answered, and the links to
         # the other members. None: a single sidecar answers every group itself.
         self.locator: Locator | None = None
+        # `serve --workers N`: the workers' own coordinator nodes (coordinator.sidecar.worker_nodes)
+        self.workers: WorkerNodes | None = None
         self.peer_links = PeerLinks(self.spawn)
         self.txn = TxnOffsets(self)  # TxnOffsetCommit and the transactions it follows (issue 29)
         # KIP-932: ShareFetch/ShareAcknowledge answered here; the store is opened by `start`.
@@ -179,6 +183,7 @@ class Sidecar:
         # The topics the log restored: a topic deleted upstream meanwhile is noticed as gone.
         self.view.restore(self.server.catalog)
         self._share_hooks()
+        self._worker_node()
         try:
             await self.refresh()
         except (UpstreamUnavailable, RewriteError) as exc:
@@ -359,6 +364,36 @@ class Sidecar:
         self.spawn(serve())
         return bound
 
+    def _worker_node(self) -> None:
+        """A worker of `serve --workers N`: listen on its own node's inherited socket, where
+        clients send the groups FindCoordinator names it for (a bootstrap listener otherwise)."""
+        found = worker_nodes_from_env(self.server.advertised.host)
+        if found is None:
+            return
+        self.workers, sock = found
+        own = self.workers.node(self.workers.index)
+        log.info("coordinator node %d listening on port %d", own.node_id, own.port)
+
+        async def serve() -> None:
+            factory = partial(SidecarConnection, self, None)
+            self._servers.append(await start_listener(factory, None, 0, sock=sock))
+
+        self.spawn(serve())
+
+    def group_coordinator(self, group_id: str) -> BrokerAddress | None:
+        """What FindCoordinator names for `group_id`: with `--workers`, the node of the worker
+        owning it (coordinator.sidecar.worker_nodes); otherwise `coordinator()`."""
+        default = self.coordinator()
+        if self.workers is None or default is None:
+            return default
+        owners = cast(Owners, self.locator) if hasattr(self.locator, "worker_of") else None
+        return self.workers.owner(group_id, owners)
+
+    def extra_brokers(self) -> list[BrokerAddress]:
+        """Listed in Metadata and DescribeCluster answers besides the upstream's brokers: the
+        workers' coordinator nodes, which clients must know to connect to them."""
+        return [] if self.workers is None else self.workers.nodes()
+
     def coordinator(self) -> BrokerAddress | None:
         """What FindCoordinator names for every group: the lowest-numbered broker's listener."""
         for node_id in sorted(self.upstreams.brokers):
@@ -423,6 +458,8 @@ class Sidecar:
     # -- rewriting -------------------------------------------------------------------------------
 
     def metadata_answer(self, version: int, frame: bytes) -> bytes:
-        data, response = rewrite.rewrite_metadata(version, frame, self.local_address)
+        data, response = rewrite.rewrite_metadata(
+            version, frame, self.local_address, self.extra_brokers()
+        )
         self.observe_metadata(response, full=False)
         return data

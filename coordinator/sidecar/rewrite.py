@@ -395,16 +395,37 @@ def _mapped(brokers: Iterable[Any], local: LocalAddress, id_field: str) -> tuple
     return tuple(out)
 
 
-def rewrite_metadata(version: int, frame: bytes, local: LocalAddress) -> tuple[bytes, Any]:
+def _with(
+    brokers: tuple[Any, ...], extra: Iterable[BrokerAddress], id_field: str
+) -> tuple[Any, ...]:
+    """`brokers` and, shaped like the first of them, the `extra` nodes (`serve --workers N`'s
+    coordinator nodes: coordinator.sidecar.worker_nodes), without a rack."""
+    if not brokers:
+        return brokers
+    template = brokers[0]
+    rack = {"rack": None} if hasattr(template, "rack") else {}
+    added = tuple(
+        replace(template, **{id_field: b.node_id}, host=b.host, port=b.port, **rack) for b in extra
+    )
+    return brokers + added
+
+
+def rewrite_metadata(
+    version: int, frame: bytes, local: LocalAddress, extra: Iterable[BrokerAddress] = ()
+) -> tuple[bytes, Any]:
     """(the framed response with our listeners as the brokers, the decoded upstream response)."""
     response = decode_response(METADATA, version, frame)
-    rewritten = replace(response, brokers=_mapped(response.brokers, local, "node_id"))
+    brokers = _with(_mapped(response.brokers, local, "node_id"), extra, "node_id")
+    rewritten = replace(response, brokers=brokers)
     return encode_response(response_correlation_id(frame), METADATA, version, rewritten), response
 
 
-def rewrite_describe_cluster(version: int, frame: bytes, local: LocalAddress) -> bytes:
+def rewrite_describe_cluster(
+    version: int, frame: bytes, local: LocalAddress, extra: Iterable[BrokerAddress] = ()
+) -> bytes:
     response = decode_response(DESCRIBE_CLUSTER, version, frame)
-    rewritten = replace(response, brokers=_mapped(response.brokers, local, "broker_id"))
+    brokers = _with(_mapped(response.brokers, local, "broker_id"), extra, "broker_id")
+    rewritten = replace(response, brokers=brokers)
     return encode_response(response_correlation_id(frame), DESCRIBE_CLUSTER, version, rewritten)
 
 
@@ -560,26 +581,32 @@ def api_versions_frame(correlation_id: int, version: int, request: Any, ranges: 
 
 
 def find_coordinator_frame(
-    correlation_id: int, version: int, request: Any, coordinator: BrokerAddress | None
+    correlation_id: int,
+    version: int,
+    request: Any,
+    coordinator: Callable[[str], BrokerAddress | None],
 ) -> bytes:
-    """groupcoord's own FindCoordinator answer for GROUP keys; COORDINATOR_NOT_AVAILABLE (which
-    clients retry) until an upstream broker is known to put it behind."""
+    """groupcoord's own FindCoordinator answer for GROUP keys, `coordinator(group_id)` for each;
+    COORDINATOR_NOT_AVAILABLE (which clients retry) where it is None: no upstream broker known
+    yet to put it behind, or (`serve --workers N`) the group's owner not known yet."""
     cls = response_class(FIND_COORDINATOR, version)
-    ok = coordinator is not None
-    fields: dict[str, Any] = {
-        "node_id": coordinator.node_id if coordinator else -1,
-        "host": coordinator.host if coordinator else "",
-        "port": coordinator.port if coordinator else -1,
-        "error_code": ErrorCode.none if ok else ErrorCode.coordinator_not_available,
-        "error_message": None if ok else "no upstream broker known yet",
-    }
+
+    def fields(key: str) -> dict[str, Any]:
+        found = coordinator(key)
+        return {
+            "node_id": found.node_id if found else -1,
+            "host": found.host if found else "",
+            "port": found.port if found else -1,
+            "error_code": ErrorCode.none if found else ErrorCode.coordinator_not_available,
+            "error_message": None if found else "the coordinator is not known yet",
+        }
+
     if version == 0:
-        fields.pop("error_message")
-        entity = cls(**fields)
+        entity = cls(**{k: v for k, v in fields(request.key).items() if k != "error_message"})
     elif version < 4:
-        entity = cls(throttle_time=_ZERO_THROTTLE, **fields)
+        entity = cls(throttle_time=_ZERO_THROTTLE, **fields(request.key))
     else:
         entry = _nested(cls, "Coordinator")
-        coordinators = tuple(entry(key=k, **fields) for k in request.coordinator_keys)
+        coordinators = tuple(entry(key=k, **fields(k)) for k in request.coordinator_keys)
         entity = cls(throttle_time=_ZERO_THROTTLE, coordinators=coordinators)
     return encode_response(correlation_id, FIND_COORDINATOR, version, entity)

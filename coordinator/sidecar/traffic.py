@@ -128,6 +128,14 @@ class UpstreamCollector:
                 brokers.add_metric([address], int(broker.reachable))
         yield brokers
         yield from _traffic(upstreams.stats)
+        peers = getattr(sidecar, "peer_links", None)
+        if peers is not None:
+            yield CounterMetricFamily(
+                "groupcoord_fleet_forwarded_requests",
+                "Group requests from clients forwarded to the fleet member owning their group "
+                "(ListGroups: one per member asked)",
+                value=peers.forwarded,
+            )
 
 
 def _traffic(stats: UpstreamStats) -> Iterator[Metric]:

@@ -4,10 +4,14 @@ One Python process serves one core. A second process on the same host used to be
 sidecar; here the parent starts N workers, each a whole fleet member (its own member id, its own
 share of the state partitions, its own fleet listener), that share the client port and the
 fixed broker ports (`--broker-port-base`) with SO_REUSEPORT: the kernel spreads the clients'
-connections over them. A group owned by another worker is forwarded to it over the fleet
-listener, as between pods (docs/sidecar.md, "More than one core").
+connections over them. FindCoordinator names the node of the worker owning a group
+(coordinator.sidecar.worker_nodes), so clients send its requests there; one that still reaches
+another worker is forwarded over the fleet listener, as between pods (docs/sidecar.md, "More
+than one core").
 
 What the parent does (an operator's expectations of one process):
+- It binds one listening socket per worker before starting them, keeps them all its life, and
+  passes worker i its own, the same one again after a restart: worker i's coordinator node.
 - Worker i gets the settings of the parent, with `--fleet-listen` and `--metrics-listen` on the
   configured port + i (port 0 stays 0), `--fleet-advertise` likewise; the environment variable
   `GROUPCOORD_WORKER_INDEX` makes its client and broker listeners share their ports
@@ -38,6 +42,7 @@ import ctypes
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -47,11 +52,12 @@ from types import FrameType
 from typing import Any
 
 from coordinator.serve.addresses import parse_host_port
+from coordinator.sidecar import worker_nodes
 from coordinator.sidecar.fleet import fleet_listen_address
 
 log = logging.getLogger("groupcoord.workers")
 
-WORKER_ENV = "GROUPCOORD_WORKER_INDEX"
+WORKER_ENV = worker_nodes.WORKER_ENV
 EXIT_CONFIG = 2  # the CLI's exit code for a bad setting: restarting cannot help
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 60.0
@@ -69,8 +75,7 @@ def _die_with_parent() -> None:
 
 def worker_index() -> int | None:
     """This process's index among `serve --workers N`'s workers, or None (not a worker)."""
-    value = os.environ.get(WORKER_ENV)
-    return int(value) if value is not None and value.isdigit() else None
+    return worker_nodes.index()
 
 
 def tag_logs(index: int) -> None:
@@ -112,6 +117,7 @@ class Supervisor:
     settings: Any
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)  # index -> worker
     restarts: list[float] = field(default_factory=list)
+    nodes: list[socket.socket] = field(default_factory=list)  # each worker's node listener
     stopping: bool = False
     failed: bool = False
 
@@ -119,9 +125,11 @@ class Supervisor:
         cmd = [sys.executable, "-m", "coordinator.cli", *self.argv]
         cmd += worker_args(self.settings, i)
         env = dict(os.environ, **{WORKER_ENV: str(i)})
+        env.update(worker_nodes.worker_env(self.nodes, i) if self.nodes else {})
         proc = subprocess.Popen(
             cmd,
             env=env,
+            pass_fds=(self.nodes[i].fileno(),) if self.nodes else (),
             stdin=subprocess.DEVNULL,
             process_group=0,
             preexec_fn=_die_with_parent,  # noqa: PLW1509 (the parent runs no threads)
@@ -172,6 +180,12 @@ class Supervisor:
     def run(self) -> int:
         for signum in _FORWARDED:
             signal.signal(signum, self._signalled)
+        host = parse_host_port(self.settings.listen)[0]
+        try:
+            self.nodes = worker_nodes.bind_sockets(host, self.settings.workers)
+        except OSError as exc:
+            log.error("cannot listen for the workers' coordinator nodes on %s: %s", host, exc)
+            return EXIT_CONFIG
         for i in range(self.settings.workers):
             if not self.stopping:
                 self.start(i)
@@ -182,6 +196,8 @@ class Supervisor:
                 break
             self._reaped(pid, status)
         log.info("all workers stopped")
+        for sock in self.nodes:
+            sock.close()
         return 1 if self.failed else 0
 
 

@@ -40,20 +40,22 @@ async def test_clients_started_with_their_sidecar_see_no_error(
         for kind in KINDS))
     stack.members.extend(members)
 
-    async def commit_on_first_assignment(m: rc.Member) -> None:
-        await rc.wait_until(lambda: m.owned, 90, f"{m.name}'s first assignment",
-                            interval=0.02, explain=stack.explain)
-        assert m.proc.stdin is not None
-        m.proc.stdin.write(b"commit 1\n")  # synchronous, from the poll loop, at once
-        await m.proc.stdin.drain()
-        await rc.wait_until(
-            lambda: any(e["event"] in ("committed", "commit_failed") for e in m.events), 60,
-            f"{m.name}'s commit", explain=stack.explain)
-
-    await asyncio.gather(*(commit_on_first_assignment(m) for m in members))
+    await asyncio.gather(*(commit_on_first_assignment(stack, m) for m in members))
     errors = [(m.name, e) for m in members for e in m.events
               if e["event"] in ("commit_failed", "error")]
     assert not errors, f"{errors}\n{stack.explain()}"
+
+
+async def commit_on_first_assignment(stack: Stack, m: rc.Member, timeout: float = 90) -> None:
+    """Once `m` has its first assignment, a synchronous commit from its poll loop, answered."""
+    await rc.wait_until(lambda: m.owned, timeout, f"{m.name}'s first assignment",
+                        interval=0.02, explain=stack.explain)
+    assert m.proc.stdin is not None
+    m.proc.stdin.write(b"commit 1\n")  # synchronous, from the poll loop, at once
+    await m.proc.stdin.drain()
+    await rc.wait_until(
+        lambda: any(e["event"] in ("committed", "commit_failed") for e in m.events), 60,
+        f"{m.name}'s commit", explain=stack.explain)
 
 
 async def test_the_start_up_log_says_what_the_member_is_and_what_it_created(

@@ -17,10 +17,25 @@ import sys
 from dataclasses import replace
 
 import pytest
+from kio.schema.errors import ErrorCode
 
+from coordinator.sidecar.state_topic import partition_for
+from coordinator.sidecar.worker_nodes import NODE_BASE
 from tests.sidecar.test_fleet import Committer, serving, settled
+from tests.sidecar.test_fleet_start import commit_on_first_assignment
 from tests.support import realclients as rc
-from tests.support.sidecar_util import REPO, Sidecar, Stack, create_topic, fetch, stack
+from tests.support.sidecar_util import (
+    REPO,
+    RawClient,
+    Sidecar,
+    Stack,
+    create_topic,
+    fetch,
+    kio,
+    metadata,
+    produce,
+    stack,
+)
 
 pytestmark = pytest.mark.clients
 __all__ = ["stack"]
@@ -156,3 +171,182 @@ def test_workers_without_a_fleet_are_refused() -> None:
             cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
         assert done.returncode == 2, done.stderr
         assert "--workers: needs a sidecar fleet" in done.stderr, done.stderr
+
+
+# -- each worker a coordinator node of its own (coordinator.sidecar.worker_nodes) ---------------
+
+
+def forwarded(workers: list[Sidecar]) -> float:
+    """Group requests the workers forwarded to one another (their metrics, summed)."""
+    total = 0.0
+    for w in workers:
+        for line in w.metrics().splitlines():
+            if line.startswith("groupcoord_fleet_forwarded_requests_total"):
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def answered(w: Sidecar, api: str) -> float:
+    """Requests of `api` this worker answered itself, any error."""
+    total = 0.0
+    for line in w.metrics().splitlines():
+        if line.startswith("groupcoord_requests_total{") and f'api="{api}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def group_owned_by(workers: list[Sidecar], index: int, prefix: str) -> str:
+    """A group name whose state partition worker `index` serves."""
+    mine = serving(workers[index])
+    return next(g for n in range(10_000) if partition_for(g := f"{prefix}-{n}", 50) in mine)
+
+
+@pytest.mark.parametrize("kind", ["confluent", "aiokafka"])
+async def test_group_requests_go_straight_to_the_owning_worker(stack: Stack, kind: str) -> None:
+    """FindCoordinator names the node of the worker owning the group, which Metadata lists: a
+    real client's group requests (join, sync, heartbeats, commits, leave) reach the owner with
+    none forwarded between the workers, and each worker answers its own group's commits."""
+    parent, workers = await _workers(stack)
+    topic = "workers-route"
+    await create_topic(stack.tansus[0].bootstrap, topic, 2)
+    groups = [group_owned_by(workers, i, f"route-{kind}") for i in range(2)]
+    before = forwarded(workers)
+    commits = [answered(w, "OffsetCommit") for w in workers]
+    members = [await stack.consumer(kind, f"route-{i}", parent.bootstrap, g, topic)
+               for i, g in enumerate(groups)]
+    await rc.wait_until(lambda: all(rc.partition_of([m], 2) for m in members), 90,
+                        "each group's consumer to own both partitions", explain=stack.explain)
+    await produce(stack.tansus[0].bootstrap, topic, [f"k{i}" for i in range(20)])
+    await rc.wait_until(
+        lambda: all(sum(len(e["offsets"]) for e in m.events if e["event"] == "committed") >= 2
+                    for m in members),
+        60, "each consumer to commit what it read", explain=stack.explain)
+    assert all(answered(w, "OffsetCommit") > c for w, c in zip(workers, commits, strict=True))
+    assert forwarded(workers) - before == 0, stack.explain()
+    errors = [e for m in members for e in m.events if e["event"] == "error"]
+    assert not errors, errors
+    # On the wire: each group its owner's node, and both nodes listed (Metadata, DescribeCluster)
+    client = await RawClient.connect(parent.port)
+    try:
+        nodes = []
+        for g in groups:
+            found = await client.call(kio(10, 3, "FindCoordinatorRequest", key=g, key_type=0))
+            assert found.error_code == ErrorCode.none
+            nodes.append((found.node_id, found.port))
+        assert [n for n, _ in nodes] == [NODE_BASE, NODE_BASE + 1]
+        meta = await client.call(metadata())
+        cluster = await client.call(kio(60, 1, "DescribeClusterRequest", endpoint_type=1,
+                                        include_cluster_authorized_operations=False))
+        for listed in (meta.brokers, cluster.brokers):
+            ids = {getattr(b, "node_id", getattr(b, "broker_id", None)): b.port for b in listed}
+            assert {n: ids.get(n) for n, _ in nodes} == dict(nodes), listed
+    finally:
+        client.close()
+
+
+async def test_the_owning_worker_killed_its_client_recovers_and_loses_no_commit(
+        stack: Stack) -> None:
+    """A client whose coordinator is worker 1's node: worker 1 killed with kill -9, the client
+    finds its coordinator again (a closed connection, then FindCoordinator), its commits are
+    acknowledged again, and none acknowledged before or after is lost."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.structs import OffsetAndMetadata
+
+    parent, workers = await _workers(stack)
+    topic = "workers-kill-owner"
+    await create_topic(stack.tansus[0].bootstrap, topic, 1)
+    group = group_owned_by(workers, 1, "kill-owner")
+    tp = TopicPartition(topic, 0)
+    consumer = AIOKafkaConsumer(bootstrap_servers=parent.bootstrap, group_id=group,
+                                enable_auto_commit=False, request_timeout_ms=15_000)
+    await consumer.start()
+    acked: list[int] = []
+    failures: list[str] = []
+
+    async def commit_forever() -> None:
+        n = 0
+        while True:
+            n += 1
+            try:
+                await consumer.commit({tp: OffsetAndMetadata(n, "")})
+            except Exception as exc:  # counted: the assertion below says which
+                failures.append(repr(exc))
+                await asyncio.sleep(0.1)
+                continue
+            acked.append(n)
+            await asyncio.sleep(0.01)
+
+    consumer.assign([tp])
+    task = asyncio.create_task(commit_forever())
+    try:
+        await rc.wait_until(lambda: len(acked) >= 5, 60, "commits acknowledged",
+                            explain=stack.explain)
+        # Its coordinator is the owner's own node (aiokafka's private coordinator state).
+        assert consumer._coordinator.coordinator_id == NODE_BASE + 1
+        before = worker_pids(parent)
+        os.kill(before[1], signal.SIGKILL)
+        mark = len(acked)
+        await rc.wait_until(lambda: len(acked) >= mark + 5, 90,
+                            "commits acknowledged again after worker 1's kill -9",
+                            explain=stack.explain)
+        assert worker_pids(parent).get(1) != before[1]  # started again by the parent
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await consumer.stop()
+    last = acked[-1]
+    got: list[dict[int, int] | int] = []
+
+    async def fetched() -> bool:  # the restarted worker may be taking partitions back: retried
+        got.append(await fetch(parent.port, group, topic, 1))
+        return isinstance(got[-1], dict)
+
+    await rc.wait_until(fetched, 60, "the offset fetched", explain=stack.explain)
+    offsets = got[-1]
+    assert isinstance(offsets, dict) and offsets[0] >= last, (got, last, failures)
+
+
+async def test_java_consumers_go_straight_to_the_owning_worker(
+        request: pytest.FixtureRequest, stack: Stack) -> None:
+    """The Java client keeps its coordinator connection under id Integer.MAX_VALUE - node: the
+    workers' node ids (NODE_BASE + i) must not make it collide with a broker's connection. Two
+    consumers, their groups owned by different workers, commit with none forwarded."""
+    rc.require_kind(request, "java")
+    parent, workers = await _workers(stack)
+    topic = "workers-java"
+    await create_topic(stack.tansus[0].bootstrap, topic, 2)
+    groups = [group_owned_by(workers, i, "route-java") for i in range(2)]
+    before = forwarded(workers)
+    members = await asyncio.gather(*(
+        rc.start_member(stack.tmp, stack.peers, "java", f"java-{i}", bootstrap=parent.bootstrap,
+                        group=g, topic=topic)
+        for i, g in enumerate(groups)))
+    stack.members.extend(members)
+    await asyncio.gather(*(commit_on_first_assignment(stack, m, 120) for m in members))
+    errors = [(m.name, e) for m in members for e in m.events
+              if e["event"] in ("commit_failed", "error")]
+    assert not errors, f"{errors}\n{stack.explain()}"
+    assert forwarded(workers) - before == 0, stack.explain()
+
+
+async def test_clients_started_with_the_workers_see_no_error(
+        request: pytest.FixtureRequest, stack: Stack) -> None:
+    """Clients that start together with `--workers 2` ask FindCoordinator while no worker owns
+    their group yet (COORDINATOR_NOT_AVAILABLE, retried: coordinator.sidecar.worker_nodes), then
+    join and commit synchronously on their first assignment without an error reaching them."""
+    rc.require_kind(request, "java")
+    tansu = stack.tansu()
+    topic = "workers-born-together"
+    await create_topic(tansu.bootstrap, topic, 2)
+    parent = stack.sidecar(tansu.bootstrap, fleet=True, workers=2)
+    kinds = ("confluent", "java", "aiokafka")
+    members = await asyncio.gather(*(
+        rc.start_member(stack.tmp, stack.peers, kind, f"born-{kind}", bootstrap=parent.bootstrap,
+                        group=f"workers-born-{kind}", topic=topic)
+        for kind in kinds))
+    stack.members.extend(members)
+
+    await asyncio.gather(*(commit_on_first_assignment(stack, m, 120) for m in members))
+    errors = [(m.name, e) for m in members for e in m.events
+              if e["event"] in ("commit_failed", "error")]
+    assert not errors, f"{errors}\n{stack.explain()}"

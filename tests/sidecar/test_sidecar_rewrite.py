@@ -185,13 +185,33 @@ def test_group_find_coordinator_answer(version):
     request = (kio(10, version, "FindCoordinatorRequest", key="g") if version < 4 else
                kio(10, version, "FindCoordinatorRequest", key_type=0, coordinator_keys=("a", "b")))
     here = rewrite.BrokerAddress(1, "proxy", 7001)
-    out = decode(10, version, rewrite.find_coordinator_frame(3, version, request, here))
+    out = decode(10, version, rewrite.find_coordinator_frame(3, version, request, lambda _: here))
     entries = [out] if version < 4 else list(out.coordinators)
     assert [(e.node_id, e.host, e.port, e.error_code) for e in entries] == [
         (1, "proxy", 7001, ErrorCode.none)] * len(entries)
-    out = decode(10, version, rewrite.find_coordinator_frame(3, version, request, None))
+    out = decode(10, version, rewrite.find_coordinator_frame(3, version, request, lambda _: None))
     entry = out if version < 4 else out.coordinators[0]
     assert entry.error_code == ErrorCode.coordinator_not_available
+
+
+@pytest.mark.parametrize("version", [4, 6])
+def test_group_find_coordinator_names_each_key_its_own_node(version):
+    """`serve --workers N` (coordinator.sidecar.worker_nodes): each group its owner's node."""
+    request = kio(10, version, "FindCoordinatorRequest", key_type=0, coordinator_keys=("a", "b"))
+    nodes = {"a": rewrite.BrokerAddress(7, "h", 7007), "b": rewrite.BrokerAddress(8, "h", 7008)}
+    out = decode(10, version, rewrite.find_coordinator_frame(3, version, request, nodes.get))
+    assert [(e.key, e.node_id, e.port) for e in out.coordinators] == [
+        ("a", 7, 7007), ("b", 8, 7008)]
+
+
+@pytest.mark.parametrize("version", [0, 1, 12])
+def test_metadata_lists_the_extra_nodes(version):
+    """The workers' coordinator nodes are listed besides the brokers, shaped like them."""
+    extra = [rewrite.BrokerAddress(1_000_000_000, "proxy", 8000)]
+    data, _ = rewrite.rewrite_metadata(version, metadata_frame(version), local, extra)
+    out = decode(3, version, data)
+    listed = [(b.node_id, b.host, b.port) for b in out.brokers]
+    assert listed[-1] == (1_000_000_000, "proxy", 8000) and len(listed) >= 2
 
 
 def test_api_versions_intersection():

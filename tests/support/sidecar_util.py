@@ -368,8 +368,9 @@ class Stack:
                                     stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
         s = Sidecar(port, metrics_port, data_dir, log_path, proc)
         self.sidecars.append(s)
-        rc.wait_until_sync(lambda: proc.poll() is not None or rc.can_connect(HOST, port), 20,
-                           "the sidecar to listen")
+        # N workers start N interpreters at once (on a busy machine, 13 s each was seen)
+        rc.wait_until_sync(lambda: proc.poll() is not None or rc.can_connect(HOST, port),
+                           20 * workers, "the sidecar to listen")
         assert proc.poll() is None, s.log()
         return s
 
