@@ -24,7 +24,7 @@ from coordinator.security.acl import ANONYMOUS
 from coordinator.serve import group_config_adapters, trace
 from coordinator.serve.secure import tls_principal
 from coordinator.serve.server import Connection
-from coordinator.sidecar import config_split, rewrite
+from coordinator.sidecar import config_split, fleet_mux, rewrite
 from coordinator.sidecar import refresh as sidecar_signal
 from coordinator.sidecar.forward import Router
 from coordinator.sidecar.rewrite import (
@@ -170,6 +170,11 @@ class SidecarConnection(asyncio.Protocol):
             REQUEST_PEEK_BYTES,
         )
         self._slots: deque[Slot] = deque()
+        # A member's shared link (coordinator.sidecar.fleet_mux): answers leave when ready,
+        # those of one loop turn in one write (`_outbox`).
+        self.multiplexed = False
+        self._max_pending = MAX_PENDING_REQUESTS
+        self._outbox: list[bytes] = []
         self._held = HeldRequests(
             sidecar.topic_lookup, sidecar.server.options.max_frame_bytes, lambda: self._closed
         )
@@ -220,7 +225,7 @@ class SidecarConnection(asyncio.Protocol):
         except FramingError as exc:
             self.abort(f"bad framing: {exc}")
             return
-        if len(self._slots) > MAX_PENDING_REQUESTS:
+        if len(self._slots) > self._max_pending:
             self._pause(_PAUSED_PENDING)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -284,6 +289,8 @@ class SidecarConnection(asyncio.Protocol):
             self._slots.append(slot)
             self._held.run(api_key, frame, partial(self._group, slot, frame))
         elif api_key == API_VERSIONS:
+            if self.from_peer and not self._slots and fleet_mux.is_hello(frame):
+                self._multiplex()
             self._api_versions(frame)
         elif api_key == FIND_COORDINATOR:
             self._find_coordinator(frame, version, correlation_id)
@@ -588,7 +595,16 @@ class SidecarConnection(asyncio.Protocol):
 
     # -- responses -------------------------------------------------------------------------------
 
+    def _multiplex(self) -> None:
+        """A member's shared link said hello (its first request): it matches answers by
+        correlation id, so each leaves as soon as it is ready (coordinator.sidecar.fleet_mux)."""
+        self.multiplexed = True
+        self._slots = fleet_mux.Unordered()
+        self._max_pending = fleet_mux.MAX_PENDING
+
     def first_in_line(self, slot: Slot) -> bool:
+        if self.multiplexed:
+            return False  # never streamed: whole answers only, between the others
         return bool(self._slots) and self._slots[0] is slot
 
     def write(self, data: bytes) -> None:
@@ -598,6 +614,9 @@ class SidecarConnection(asyncio.Protocol):
     def complete(self, slot: Slot, data: bytes) -> None:
         """`slot`'s response is ready: send every response now at the head of the order."""
         if self._closed:
+            return
+        if self.multiplexed:
+            self._unordered(data)
             return
         slot.data = data
         slots = self._slots
@@ -616,6 +635,22 @@ class SidecarConnection(asyncio.Protocol):
                 write(ready)
         if self._paused & _PAUSED_PENDING and len(slots) <= MAX_PENDING_REQUESTS // 2:
             self._resume(_PAUSED_PENDING)
+
+    def _unordered(self, data: bytes) -> None:
+        cast(fleet_mux.Unordered, self._slots).done()
+        if data:
+            if trace.ENABLED:
+                trace.written(self.peer, data)
+            if not self._outbox:
+                asyncio.get_running_loop().call_soon(self._flush)
+            self._outbox.append(data)
+        if self._paused & _PAUSED_PENDING and len(self._slots) <= self._max_pending // 2:
+            self._resume(_PAUSED_PENDING)
+
+    def _flush(self) -> None:
+        outbox, self._outbox = self._outbox, []
+        if outbox and not self._closed and self._transport is not None:
+            self._transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))
 
     # -- closing and flow control ----------------------------------------------------------------
 
