@@ -8,11 +8,12 @@ member; the member it reached routes it by `Locator.locate(group_id)`:
 - LOADING / UNKNOWN: COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR, placed where Kafka puts a
   group error in that API and version (`adapters.error_response`; per group for batched APIs).
   Clients retry on both, the second after finding the coordinator again, as with Kafka.
-- REMOTE: the client's frame, unchanged, to the owner's fleet listener; its answer, unchanged,
-  back to the client. A request of one group whose body opens with the group id (Heartbeat,
-  OffsetCommit, Join/Sync/LeaveGroup, ConsumerGroupHeartbeat) is routed from its header and
-  group id alone when no ACLs are on (`_forwarded`): the owner decodes the body, and a body it
-  cannot read closes the client's connection once the owner has dropped the link.
+- REMOTE: the client's frame to the owner's fleet listener, its answer back to the client,
+  unchanged but for the correlation id of the shared link (coordinator.sidecar.fleet_mux).
+  A request of one group whose body opens with the group id (Heartbeat, OffsetCommit,
+  Join/Sync/LeaveGroup, ConsumerGroupHeartbeat) is routed from its header and group id alone
+  when no ACLs are on (`_forwarded`): the owner decodes the body, and a body it cannot read
+  closes the client's connection once the owner has refused it (`fleet_mux.refusal`).
 
 Invariants:
 - Per owner address, one link shared by every client connection (coordinator.sidecar.fleet_mux:
