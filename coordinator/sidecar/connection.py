@@ -8,6 +8,9 @@ Invariants (the proxy's, for one connection):
 - Only request headers are parsed, plus Produce's acks (acks=0 has no response); a large request
   that is forwarded streams through (`_on_start`) instead of being held whole.
 - Reading pauses while the upstream link cannot take more, or beyond MAX_PENDING_REQUESTS.
+- Except on another member's shared fleet link (coordinator.sidecar.fleet_mux), which said so
+  with its hello: there answers leave as soon as they are ready, those of one loop turn in one
+  write, and a topic look-up holds only the requests of the same client connection tag.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ _TXN: Final = TXN_OBSERVED | {TXN_OFFSET_COMMIT}
 # in the state topic with the classic groups' (coordinator.sidecar.fleet_journal).
 # KIP-932's ShareGroupHeartbeat and ShareGroupDescribe the same way.
 _GROUP_ROUTED: Final = apis.GROUP_APIS | apis.CONSUMER_GROUP_APIS | apis.SHARE_GROUP_APIS
+_IDLE_HOLDS: Final = 1024  # a shared fleet link's per-tag holds kept before idle ones go
 _PAUSED_UPSTREAM: Final = 1  # reasons a client connection's reading is paused (bit mask)
 _PAUSED_PENDING: Final = 2
 
@@ -171,13 +175,13 @@ class SidecarConnection(asyncio.Protocol):
         )
         self._slots: deque[Slot] = deque()
         # A member's shared link (coordinator.sidecar.fleet_mux): answers leave when ready,
-        # those of one loop turn in one write (`_outbox`).
+        # those of one loop turn in one write (`_outbox`); look-ups hold requests per client
+        # connection tag (`_holds`).
         self.multiplexed = False
+        self._tagged: dict[int, HeldRequests] = {}
         self._max_pending = MAX_PENDING_REQUESTS
         self._outbox: list[bytes] = []
-        self._held = HeldRequests(
-            sidecar.topic_lookup, sidecar.server.options.max_frame_bytes, lambda: self._closed
-        )
+        self._held = self._new_holds()
         self._link: Link | None = None
         self._queued: list[tuple[bytes, int, Slot | None]] | None = None
         self._transport: asyncio.Transport | None = None
@@ -287,7 +291,7 @@ class SidecarConnection(asyncio.Protocol):
         if api_key in _GROUP_ROUTED:
             slot = Slot(self)
             self._slots.append(slot)
-            self._held.run(api_key, frame, partial(self._group, slot, frame))
+            self._holds(correlation_id).run(api_key, frame, partial(self._group, slot, frame))
         elif api_key == API_VERSIONS:
             if self.from_peer and not self._slots and fleet_mux.is_hello(frame):
                 self._multiplex()
@@ -359,7 +363,8 @@ class SidecarConnection(asyncio.Protocol):
         slot = Slot(self)
         self._slots.append(slot)
         if group_config_adapters.only_groups(request):
-            self._held.run(header.api_key, frame, partial(self._group, slot, frame))
+            held = self._holds(header.correlation_id)
+            held.run(header.api_key, frame, partial(self._group, slot, frame))
         else:
             self._split_configs(slot, header, request)
 
@@ -368,7 +373,8 @@ class SidecarConnection(asyncio.Protocol):
         groups, others = config_split.split(request)
         merge = config_split.Merge(header, request, partial(self.complete, slot), self.drop)
         local = codec.encode_request(header, groups)
-        self._held.run(header.api_key, local, partial(self._group_to, merge.local, local))
+        held = self._holds(header.correlation_id)
+        held.run(header.api_key, local, partial(self._group_to, merge.local, local))
         part = config_split.UpstreamPart(self, merge)
         self._forward(codec.encode_request(header, others), header.correlation_id, part)
 
@@ -387,7 +393,7 @@ class SidecarConnection(asyncio.Protocol):
                 self._sidecar.txn.request, self, frame, partial(self.complete, slot),
                 self._group_router,
             )  # fmt: skip
-            self._held.run(api_key, frame, go)
+            self._holds(correlation_id).run(api_key, frame, go)
             return
         if api_key == WRITE_TXN_MARKERS:  # a fleet member's outcome notice
             slot = Slot(self)
@@ -594,6 +600,24 @@ class SidecarConnection(asyncio.Protocol):
         self.drop("upstream broker connection lost")
 
     # -- responses -------------------------------------------------------------------------------
+
+    def _holds(self, correlation_id: int) -> HeldRequests:
+        """Where a group request waits behind its connection's earlier ones while a topic
+        look-up is answered: on a shared fleet link, those of its client connection's tag."""
+        if not self.multiplexed:
+            return self._held
+        tag = fleet_mux.tag_of(correlation_id)
+        held = self._tagged.get(tag)
+        if held is None:
+            if len(self._tagged) >= _IDLE_HOLDS:
+                self._tagged = {t: h for t, h in self._tagged.items() if not h.idle}
+            held = self._tagged[tag] = self._new_holds()
+        return held
+
+    def _new_holds(self) -> HeldRequests:
+        sidecar = self._sidecar
+        max_frame_bytes = sidecar.server.options.max_frame_bytes
+        return HeldRequests(sidecar.topic_lookup, max_frame_bytes, lambda: self._closed)
 
     def _multiplex(self) -> None:
         """A member's shared link said hello (its first request): it matches answers by

@@ -9,7 +9,11 @@ owner share ONE link (`Multiplexer`, `MuxLink`):
 - Correlation ids are the link's own: each request gets a fresh id on its way out (`MuxLink.send`)
   and its answer gets the client's id back before the client sees it. An id is never reused while
   a request that holds it is unanswered (a parked JoinGroup can wait minutes), so two requests on
-  the link never share one.
+  the link never share one. Its top bits are the client connection's tag (`tag_of`): the owner
+  holds a request behind an earlier one waiting for a topic look-up (coordinator.sidecar.
+  topic_lookup) only when both have the same tag, so one client's look-up never holds up the
+  other clients' requests. (Tags repeat beyond TAGS client connections: those that share one
+  share their holds, in order, which costs time, never order.)
 - Everything sent in one loop turn leaves in one write (`MuxLink._flush`), and the owner answers
   everything ready in one turn with one write too (`Unordered`, used by
   coordinator.sidecar.connection).
@@ -69,7 +73,9 @@ PRIVATE: Final = frozenset({78, 79})  # ShareFetch, ShareAcknowledge
 MAX_PENDING: Final = 1 << 16
 _ID: Final = struct.Struct(">i")
 _HELLO_HEAD: Final = struct.Struct(">ihhih")  # size, api key, version, correlation id, id length
-_MAX_ID: Final = 0x7FFFFFFF
+TAGS: Final = 1 << 15  # client connection tags: a correlation id's top 15 bits
+_SEQ_BITS: Final = 16
+_SEQ_MASK: Final = (1 << _SEQ_BITS) - 1
 _REFUSAL_BYTES: Final = 8  # size and correlation id: no Kafka response has an empty body
 
 
@@ -97,6 +103,11 @@ def refusal(frame: bytes) -> bytes:
     return _ID.pack(4) + frame[8:12]
 
 
+def tag_of(correlation_id: int) -> int:
+    """The client connection tag in a shared link's correlation id."""
+    return correlation_id >> _SEQ_BITS
+
+
 def with_id(frame: bytes, offset: int, correlation_id: int) -> bytes:
     """`frame` with the correlation id at `offset` replaced."""
     return frame[:offset] + _ID.pack(correlation_id) + frame[offset + 4 :]
@@ -121,29 +132,34 @@ class MuxLink(Link):
     def in_flight(self) -> int:
         return len(self._pending)
 
-    def _take_id(self) -> int:
+    def _take_id(self, tag: int) -> int:
+        """A fresh id with client connection tag `tag` (0 <= tag < TAGS)."""
         pending = self._pending
-        next_id = self._next_id
+        high = tag << _SEQ_BITS
+        seq = self._next_id
         while True:
-            next_id = next_id + 1 if next_id < _MAX_ID else 0
-            if next_id not in pending:  # never one still waiting for its answer
-                self._next_id = next_id
-                return next_id
+            seq = (seq + 1) & _SEQ_MASK
+            link_id = high | seq
+            if link_id not in pending:  # never one still waiting for its answer
+                self._next_id = seq
+                return link_id
 
-    def send(self, frame: bytes, correlation_id: int, callback: Reply | None) -> None:
-        """Forward a client's request `frame` (its correlation id `correlation_id`) under an id
-        of the link's own; `callback` gets the answer with the client's id, or None."""
+    def send(self, frame: bytes, correlation_id: int, callback: Reply | None, tag: int = 0) -> None:
+        """Forward a client's request `frame` (its correlation id `correlation_id`, its client
+        connection's `tag`) under an id of the link's own; `callback` gets the answer with the
+        client's id, or None."""
         assert callback is not None  # forwarded group requests are always answered
         if self.closed or self.transport is None:
             callback(None)
             return
-        link_id = self._take_id()
+        link_id = self._take_id(tag)
         self._pending[link_id] = (correlation_id, callback)
         self._queue(with_id(frame, 8, link_id))
 
     def hello(self) -> None:
-        self._pending[self._take_id()] = (0, _ignore)
-        self._queue(hello_frame(self._next_id))
+        link_id = self._take_id(0)
+        self._pending[link_id] = (0, _ignore)
+        self._queue(hello_frame(link_id))
 
     def _queue(self, data: bytes) -> None:
         self._outbox.append(data)
@@ -200,13 +216,21 @@ class Multiplexer:
         self._member = member
         self._spawn = spawn
         self._links: dict[Address, MuxLink] = {}
-        self._queued: dict[Address, list[tuple[bytes, int, Reply]]] = {}
+        self._queued: dict[Address, list[tuple[bytes, int, Reply, int]]] = {}
         self._closed = False
+        self._tags = 0
 
-    def send(self, address: Address, frame: bytes, correlation_id: int, reply: Reply) -> None:
+    def tag(self) -> int:
+        """A client connection's tag (module docstring)."""
+        self._tags += 1
+        return self._tags % TAGS
+
+    def send(
+        self, address: Address, frame: bytes, correlation_id: int, reply: Reply, tag: int = 0
+    ) -> None:
         link = self._links.get(address)
         if link is not None:
-            link.send(frame, correlation_id, reply)
+            link.send(frame, correlation_id, reply, tag)
             return
         queued = self._queued.get(address)
         if queued is None:
@@ -215,7 +239,7 @@ class Multiplexer:
                 return
             queued = self._queued[address] = []
             self._spawn(self._connect(address))
-        queued.append((frame, correlation_id, reply))
+        queued.append((frame, correlation_id, reply, tag))
 
     async def _connect(self, address: Address) -> None:
         member = self._member(address)
@@ -223,21 +247,21 @@ class Multiplexer:
             link = await member.connect(MuxLink)
         except UpstreamUnavailable as exc:
             log.debug("cannot forward to %s: %s", member.label, exc)
-            for _, _, reply in self._queued.pop(address, []):
+            for _, _, reply, _ in self._queued.pop(address, []):
                 reply(None)
             return
         queued = self._queued.pop(address, [])
         assert isinstance(link, MuxLink)
         if self._closed:
             link.close()
-            for _, _, reply in queued:
+            for _, _, reply, _ in queued:
                 reply(None)
             return
         link.owner = self
         self._links[address] = link
         link.hello()
-        for frame, correlation_id, reply in queued:
-            link.send(frame, correlation_id, reply)
+        for frame, correlation_id, reply, tag in queued:
+            link.send(frame, correlation_id, reply, tag)
 
     # LinkOwner: forwarded group requests are small, and each client connection's are capped.
     def upstream_writable(self, writable: bool) -> None:

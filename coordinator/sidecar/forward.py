@@ -300,6 +300,7 @@ class Router:
         self._links: dict[Address, Link] = {}
         self._queued: dict[Address, list[tuple[bytes, int, Reply]]] = {}
         self._orders: dict[Address, _Order] = {}
+        self._tag = peers.shared.tag()  # on the shared links (coordinator.sidecar.fleet_mux)
         self._closed = False
 
     def route(self, frame: bytes, locator: Locator, answer: Answer) -> None:
@@ -563,7 +564,7 @@ class Router:
         if private:
             self._send_private(address, frame, correlation_id, done)
         else:
-            self._peers.shared.send(address, frame, correlation_id, done)
+            self._peers.shared.send(address, frame, correlation_id, done, self._tag)
 
     def _release(self, address: Address, order: _Order) -> None:
         held = order.held

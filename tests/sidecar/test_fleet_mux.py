@@ -29,6 +29,7 @@ from tests.support.realclients import wait_until
 from tests.support.sidecar_util import RawClient, decode, kio
 
 REBALANCE_IN_PROGRESS = 27
+UNKNOWN_TOPIC_OR_PARTITION = 3
 fleet = test_forward.fleet  # the fixture: two in-process members
 
 
@@ -52,11 +53,11 @@ def join_request(group: str, member: str = "") -> Any:
     )
 
 
-def commit_request(group: str, offset: int) -> Any:
-    """A simple (generation -1) commit of partition 1 of the test topic."""
+def commit_request(group: str, offset: int, topic_name: str = "orders") -> Any:
+    """A simple (generation -1) commit of partition 1 of a topic (the test topic by default)."""
     part = kio(8, 6, "OffsetCommitRequestPartition", partition_index=1, committed_offset=offset,
                committed_leader_epoch=-1, committed_metadata="")  # fmt: skip
-    topic = kio(8, 6, "OffsetCommitRequestTopic", name="orders", partitions=(part,))
+    topic = kio(8, 6, "OffsetCommitRequestTopic", name=topic_name, partitions=(part,))
     return kio(8, 6, "OffsetCommitRequest", group_id=group, generation_id_or_member_epoch=-1,
                member_id="", topics=(topic,))  # fmt: skip
 
@@ -208,17 +209,53 @@ async def test_an_unreadable_request_is_refused_alone_on_the_shared_link(fleet: 
         good.close()
 
 
-def test_link_ids_skip_those_still_waiting() -> None:
-    """A link's correlation ids wrap around at 2**31 - 1 and never reuse one whose request is
-    still unanswered (a JoinGroup can be parked for minutes)."""
+def test_link_ids_carry_the_tag_and_skip_those_still_waiting() -> None:
+    """A link's correlation ids carry the client connection's tag in their top bits, wrap around
+    below it, and never reuse one whose request is still unanswered (a JoinGroup can be parked
+    for minutes)."""
     link = MuxLink(Broker("127.0.0.1", 9))
-    link._pending = {0x7FFFFFFF: (1, print), 0: (2, print), 2: (3, print)}
-    link._next_id = 0x7FFFFFFD
+    tag = fleet_mux.TAGS - 1
+    high = tag << 16
+    link._pending = {high | 0xFFFF: (1, print), high | 0: (2, print), high | 2: (3, print)}
+    link._next_id = 0xFFFD
     taken = []
     for _ in range(3):
-        taken.append(link._take_id())
+        taken.append(link._take_id(tag))
         link._pending[taken[-1]] = (0, print)
-    assert taken == [0x7FFFFFFE, 1, 3]
+    assert taken == [high | 0xFFFE, high | 1, high | 3]
+    assert {fleet_mux.tag_of(i) for i in taken} == {tag}
+    assert max(taken) <= 0x7FFFFFFF  # a valid (non-negative) int32
+
+
+async def test_one_clients_topic_look_up_holds_only_its_own_requests(fleet: Any) -> None:
+    """On the owner, a commit naming a topic it does not know waits for a look-up upstream, and
+    so do the requests its client connection sent after it (in order), but not another client
+    connection's requests on the same shared link."""
+    a, b = await fleet(), await fleet()
+    a.table.where["x"] = b.owner
+    asked: list[Any] = []
+    answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def look_up(names: Any) -> asyncio.Future[None]:
+        asked.append(sorted(names))
+        return answered
+
+    b.sidecar.topic_lookup.look_up = look_up  # type: ignore[method-assign]
+    one, two = await RawClient.connect(a.port), await RawClient.connect(a.port)
+    try:
+        held = [commit_request("x", 5, "fresh"), commit_request("x", 7)]
+        ids = await one.send(*held)
+        await wait_until(lambda: asked == [["fresh"]], 10, "the owner to look up 'fresh'")
+        fetched = await two.call(offset_fetch("x"), timeout=5)  # not held by one's look-up
+        assert committed(fetched) == -1  # one's second commit waits behind its first
+        answered.set_result(None)
+        first, second = await answers(one, ids, held)
+        assert first.topics[0].partitions[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+        assert second.topics[0].partitions[0].error_code == NONE
+        assert committed(await two.call(offset_fetch("x"))) == 7
+    finally:
+        one.close()
+        two.close()
 
 
 def test_the_hello_is_recognised_only_as_such() -> None:
@@ -250,3 +287,49 @@ async def test_an_owner_answering_in_order_is_matched_as_well(fleet: Any) -> Non
         two.close()
     finally:
         SidecarConnection._multiplex = original  # type: ignore[method-assign]
+
+
+async def test_a_client_moves_to_its_own_link_only_once_the_shared_one_is_drained(
+    fleet: Any,
+) -> None:
+    """ShareFetch keeps a link of its client connection's own; pipelined with heartbeats of the
+    same client to the same owner, each request reaches the owner only after the answers of
+    those before it on the other link: the owner sees the client's requests in its order."""
+    a = await fleet()
+    arrivals: list[tuple[int, int]] = []  # (api key, correlation id as the client sent it)
+    answered: list[int] = []
+
+    async def owner(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                size = await reader.readexactly(4)
+                frame = size + await reader.readexactly(int.from_bytes(size, "big"))
+            except asyncio.IncompleteReadError:
+                return
+            api_key = int.from_bytes(frame[4:6], "big")
+            if api_key == 18:
+                continue  # the shared link's hello: left unanswered
+            arrivals.append((api_key, len(arrivals)))
+            await asyncio.sleep(0.05)  # slow: a request sent too early would arrive meanwhile
+            answered.append(len(arrivals))
+            writer.write(struct.pack(">i", 6) + frame[8:12] + b"\x00\x00")
+
+    server = await asyncio.start_server(owner, "127.0.0.1", 0)
+    a.table.where["g"] = Where(Placement.REMOTE, server.sockets[0].getsockname()[:2])
+    fetch = kio(78, 1, "ShareFetchRequest", group_id="g", member_id="m", share_session_epoch=0,
+                max_wait=0 * MS, min_bytes=1, max_bytes=1 << 20, max_records=10, batch_size=10,
+                topics=(), forgotten_topics_data=())  # fmt: skip
+    client = await RawClient.connect(a.port)
+    try:
+        requests = [heartbeat("g"), heartbeat("g"), fetch, heartbeat("g")]
+        ids = await client.send(*requests)
+        for correlation_id in ids:  # every one answered, in order, with its own id
+            frame = await client.receive()
+            assert int.from_bytes(frame[4:8], "big") == correlation_id
+        assert [api for api, _ in arrivals] == [12, 12, 78, 12]
+        # the ShareFetch arrived once both heartbeats were answered, the last heartbeat once
+        # the ShareFetch was: each arrival saw every answer before it
+        assert answered == [1, 2, 3, 4]
+    finally:
+        client.close()
+        server.close()
