@@ -133,16 +133,20 @@ class MuxLink(Link):
         return len(self._pending)
 
     def _take_id(self, tag: int) -> int:
-        """A fresh id with client connection tag `tag` (0 <= tag < TAGS)."""
+        """A fresh id with client connection tag `tag` (0 <= tag < TAGS); with the next tag when
+        every id of this one is waiting (65,536 requests in flight: only if a tag's client
+        connections far outnumber TAGS, and then they may lose their look-up holds' order)."""
         pending = self._pending
-        high = tag << _SEQ_BITS
         seq = self._next_id
         while True:
-            seq = (seq + 1) & _SEQ_MASK
-            link_id = high | seq
-            if link_id not in pending:  # never one still waiting for its answer
-                self._next_id = seq
-                return link_id
+            high = tag << _SEQ_BITS
+            for _ in range(_SEQ_MASK + 1):
+                seq = (seq + 1) & _SEQ_MASK
+                link_id = high | seq
+                if link_id not in pending:  # never one still waiting for its answer
+                    self._next_id = seq
+                    return link_id
+            tag = (tag + 1) % TAGS
 
     def send(self, frame: bytes, correlation_id: int, callback: Reply | None, tag: int = 0) -> None:
         """Forward a client's request `frame` (its correlation id `correlation_id`, its client

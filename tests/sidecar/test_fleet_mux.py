@@ -225,6 +225,9 @@ def test_link_ids_carry_the_tag_and_skip_those_still_waiting() -> None:
     assert taken == [high | 0xFFFE, high | 1, high | 3]
     assert {fleet_mux.tag_of(i) for i in taken} == {tag}
     assert max(taken) <= 0x7FFFFFFF  # a valid (non-negative) int32
+    # every id of a tag waiting: the next tag's (never a loop without end)
+    link._pending = {(5 << 16) | seq: (0, print) for seq in range(1 << 16)}
+    assert fleet_mux.tag_of(link._take_id(5)) == 6
 
 
 async def test_one_clients_topic_look_up_holds_only_its_own_requests(fleet: Any) -> None:
