@@ -8,6 +8,9 @@ Invariants (the proxy's, for one connection):
 - Only request headers are parsed, plus Produce's acks (acks=0 has no response); a large request
   that is forwarded streams through (`_on_start`) instead of being held whole.
 - Reading pauses while the upstream link cannot take more, or beyond MAX_PENDING_REQUESTS.
+- Except on another member's shared fleet link (coordinator.sidecar.fleet_mux), which said so
+  with its hello: there answers leave as soon as they are ready, those of one loop turn in one
+  write, and a topic look-up holds only the requests of the same client connection tag.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from coordinator.security.acl import ANONYMOUS
 from coordinator.serve import group_config_adapters, trace
 from coordinator.serve.secure import tls_principal
 from coordinator.serve.server import Connection
-from coordinator.sidecar import config_split, rewrite
+from coordinator.sidecar import config_split, fleet_mux, rewrite
 from coordinator.sidecar import refresh as sidecar_signal
 from coordinator.sidecar.forward import Router
 from coordinator.sidecar.rewrite import (
@@ -90,6 +93,7 @@ _TXN: Final = TXN_OBSERVED | {TXN_OFFSET_COMMIT}
 # in the state topic with the classic groups' (coordinator.sidecar.fleet_journal).
 # KIP-932's ShareGroupHeartbeat and ShareGroupDescribe the same way.
 _GROUP_ROUTED: Final = apis.GROUP_APIS | apis.CONSUMER_GROUP_APIS | apis.SHARE_GROUP_APIS
+_IDLE_HOLDS: Final = 1024  # a shared fleet link's per-tag holds kept before idle ones go
 _PAUSED_UPSTREAM: Final = 1  # reasons a client connection's reading is paused (bit mask)
 _PAUSED_PENDING: Final = 2
 
@@ -174,9 +178,14 @@ class SidecarConnection(asyncio.Protocol):
             REQUEST_PEEK_BYTES,
         )
         self._slots: deque[Slot] = deque()
-        self._held = HeldRequests(
-            sidecar.topic_lookup, sidecar.server.options.max_frame_bytes, lambda: self._closed
-        )
+        # A member's shared link (coordinator.sidecar.fleet_mux): answers leave when ready,
+        # those of one loop turn in one write (`_outbox`); look-ups hold requests per client
+        # connection tag (`_holds`).
+        self.multiplexed = False
+        self._tagged: dict[int, HeldRequests] = {}
+        self._max_pending = MAX_PENDING_REQUESTS
+        self._outbox: list[bytes] = []
+        self._held = self._new_holds()
         self._link: Link | None = None
         self._queued: list[tuple[bytes, int, Slot | None]] | None = None
         self._transport: asyncio.Transport | None = None
@@ -224,7 +233,7 @@ class SidecarConnection(asyncio.Protocol):
         except FramingError as exc:
             self.abort(f"bad framing: {exc}")
             return
-        if len(self._slots) > MAX_PENDING_REQUESTS:
+        if len(self._slots) > self._max_pending:
             self._pause(_PAUSED_PENDING)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -286,8 +295,10 @@ class SidecarConnection(asyncio.Protocol):
         if api_key in _GROUP_ROUTED:
             slot = Slot(self)
             self._slots.append(slot)
-            self._held.run(api_key, frame, partial(self._group, slot, frame))
+            self._holds(correlation_id).run(api_key, frame, partial(self._group, slot, frame))
         elif api_key == API_VERSIONS:
+            if self.from_peer and not self._slots and fleet_mux.is_hello(frame):
+                self._multiplex()
             self._api_versions(frame)
         elif api_key == FIND_COORDINATOR:
             self._find_coordinator(frame, version, correlation_id)
@@ -356,7 +367,8 @@ class SidecarConnection(asyncio.Protocol):
         slot = Slot(self)
         self._slots.append(slot)
         if group_config_adapters.only_groups(request):
-            self._held.run(header.api_key, frame, partial(self._group, slot, frame))
+            held = self._holds(header.correlation_id)
+            held.run(header.api_key, frame, partial(self._group, slot, frame))
         else:
             self._split_configs(slot, header, request)
 
@@ -365,7 +377,8 @@ class SidecarConnection(asyncio.Protocol):
         groups, others = config_split.split(request)
         merge = config_split.Merge(header, request, partial(self.complete, slot), self.drop)
         local = codec.encode_request(header, groups)
-        self._held.run(header.api_key, local, partial(self._group_to, merge.local, local))
+        held = self._holds(header.correlation_id)
+        held.run(header.api_key, local, partial(self._group_to, merge.local, local))
         part = config_split.UpstreamPart(self, merge)
         self._forward(codec.encode_request(header, others), header.correlation_id, part)
 
@@ -384,7 +397,7 @@ class SidecarConnection(asyncio.Protocol):
                 self._sidecar.txn.request, self, frame, partial(self.complete, slot),
                 self._group_router,
             )  # fmt: skip
-            self._held.run(api_key, frame, go)
+            self._holds(correlation_id).run(api_key, frame, go)
             return
         if api_key == WRITE_TXN_MARKERS:  # a fleet member's outcome notice
             slot = Slot(self)
@@ -592,7 +605,34 @@ class SidecarConnection(asyncio.Protocol):
 
     # -- responses -------------------------------------------------------------------------------
 
+    def _holds(self, correlation_id: int) -> HeldRequests:
+        """Where a group request waits behind its connection's earlier ones while a topic
+        look-up is answered: on a shared fleet link, those of its client connection's tag."""
+        if not self.multiplexed:
+            return self._held
+        tag = fleet_mux.tag_of(correlation_id)
+        held = self._tagged.get(tag)
+        if held is None:
+            if len(self._tagged) >= _IDLE_HOLDS:
+                self._tagged = {t: h for t, h in self._tagged.items() if not h.idle}
+            held = self._tagged[tag] = self._new_holds()
+        return held
+
+    def _new_holds(self) -> HeldRequests:
+        sidecar = self._sidecar
+        max_frame_bytes = sidecar.server.options.max_frame_bytes
+        return HeldRequests(sidecar.topic_lookup, max_frame_bytes, lambda: self._closed)
+
+    def _multiplex(self) -> None:
+        """A member's shared link said hello (its first request): it matches answers by
+        correlation id, so each leaves as soon as it is ready (coordinator.sidecar.fleet_mux)."""
+        self.multiplexed = True
+        self._slots = fleet_mux.Unordered()
+        self._max_pending = fleet_mux.MAX_PENDING
+
     def first_in_line(self, slot: Slot) -> bool:
+        if self.multiplexed:
+            return False  # never streamed: whole answers only, between the others
         return bool(self._slots) and self._slots[0] is slot
 
     def write(self, data: bytes) -> None:
@@ -602,6 +642,9 @@ class SidecarConnection(asyncio.Protocol):
     def complete(self, slot: Slot, data: bytes) -> None:
         """`slot`'s response is ready: send every response now at the head of the order."""
         if self._closed:
+            return
+        if self.multiplexed:
+            self._unordered(data)
             return
         slot.data = data
         slots = self._slots
@@ -620,6 +663,22 @@ class SidecarConnection(asyncio.Protocol):
                 write(ready)
         if self._paused & _PAUSED_PENDING and len(slots) <= MAX_PENDING_REQUESTS // 2:
             self._resume(_PAUSED_PENDING)
+
+    def _unordered(self, data: bytes) -> None:
+        cast(fleet_mux.Unordered, self._slots).done()
+        if data:
+            if trace.ENABLED:
+                trace.written(self.peer, data)
+            if not self._outbox:
+                asyncio.get_running_loop().call_soon(self._flush)
+            self._outbox.append(data)
+        if self._paused & _PAUSED_PENDING and len(self._slots) <= self._max_pending // 2:
+            self._resume(_PAUSED_PENDING)
+
+    def _flush(self) -> None:
+        outbox, self._outbox = self._outbox, []
+        if outbox and not self._closed and self._transport is not None:
+            self._transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))
 
     # -- closing and flow control ----------------------------------------------------------------
 

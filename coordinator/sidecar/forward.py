@@ -8,17 +8,20 @@ member; the member it reached routes it by `Locator.locate(group_id)`:
 - LOADING / UNKNOWN: COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR, placed where Kafka puts a
   group error in that API and version (`adapters.error_response`; per group for batched APIs).
   Clients retry on both, the second after finding the coordinator again, as with Kafka.
-- REMOTE: the client's frame, unchanged, to the owner's fleet listener; its answer, unchanged,
-  back to the client. A request of one group whose body opens with the group id (Heartbeat,
-  OffsetCommit, Join/Sync/LeaveGroup, ConsumerGroupHeartbeat) is routed from its header and
-  group id alone when no ACLs are on (`_forwarded`): the owner decodes the body, and a body it
-  cannot read closes the client's connection once the owner has dropped the link.
+- REMOTE: the client's frame to the owner's fleet listener, its answer back to the client,
+  unchanged but for the correlation id of the shared link (coordinator.sidecar.fleet_mux).
+  A request of one group whose body opens with the group id (Heartbeat, OffsetCommit,
+  Join/Sync/LeaveGroup, ConsumerGroupHeartbeat) is routed from its header and group id alone
+  when no ACLs are on (`_forwarded`): the owner decodes the body, and a body it cannot read
+  closes the client's connection once the owner has refused it (`fleet_mux.refusal`).
 
 Invariants:
-- Per client connection, one link of its own per owner address (`Router`), closed with the
-  connection: requests to one owner stay in order and keep the client's correlation ids, which
-  cannot collide on a link nobody else uses. The client connection's own slot queue keeps its
-  responses in request order, whichever member answered them.
+- Per owner address, one link shared by every client connection (coordinator.sidecar.fleet_mux:
+  its own correlation ids, one write per loop turn); ShareFetch/ShareAcknowledge on a link of the
+  client connection's own, closed with it. A client connection's requests to one owner stay in
+  order: it moves to the other path only once nothing is in flight on the one it used (`_Order`).
+  The client connection's own slot queue keeps its responses in request order, whichever member
+  answered them.
 - An owner that cannot be reached, a link that fails, or an answer that cannot be read: that
   request is answered NOT_COORDINATOR. The client connection stays open (unlike an upstream
   failure): only the group's coordinator is in question, not the broker the client talks to.
@@ -39,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, assert_never, cast
@@ -48,6 +52,7 @@ from kio.schema.errors import ErrorCode
 from coordinator.security.client import PLAINTEXT, ClientSecurity
 from coordinator.serve import adapters, group_config_adapters
 from coordinator.serve.server import Connection, Server
+from coordinator.sidecar import fleet_mux
 from coordinator.sidecar.placement import LOCAL, UNKNOWN, Locator, Placement, Where
 from coordinator.sidecar.slots import LocalReply, SlotOwner
 from coordinator.sidecar.upstream import Broker, Link, UpstreamUnavailable
@@ -222,6 +227,7 @@ class PeerLinks:
         self._members: dict[Address, Broker] = {}
         self._silent: set[Address] = set()
         self.forwarded = 0  # client requests sent to another member (a metric)
+        self.shared = fleet_mux.Multiplexer(self.member, spawn)  # one link per member
 
     def member(self, address: Address) -> Broker:
         member = self._members.get(address)
@@ -240,6 +246,7 @@ class PeerLinks:
             log.info("fleet member %s:%d answers ListGroups again", *address)
 
     def close(self) -> None:
+        self.shared.close()
         for member in self._members.values():
             member.close()
 
@@ -269,6 +276,18 @@ class _Gather:
         return done
 
 
+class _Order:
+    """A client connection's requests to one owner: which path (shared link or its own) has
+    `count` of them in flight, and those `held` until that path has none left."""
+
+    __slots__ = ("count", "held", "private")
+
+    def __init__(self) -> None:
+        self.private = False
+        self.count = 0
+        self.held: deque[tuple[bool, bytes, int, Reply]] = deque()
+
+
 class Router:
     """One client connection's group requests in a fleet, and its links to the other members."""
 
@@ -281,6 +300,8 @@ class Router:
         self._from_peer = from_peer
         self._links: dict[Address, Link] = {}
         self._queued: dict[Address, list[tuple[bytes, int, Reply]]] = {}
+        self._orders: dict[Address, _Order] = {}
+        self._tag = peers.shared.tag()  # on the shared links (coordinator.sidecar.fleet_mux)
         self._closed = False
 
     def route(self, frame: bytes, locator: Locator, answer: Answer) -> None:
@@ -292,11 +313,16 @@ class Router:
             return
         try:
             header, request = codec.decode_request(frame[4:])
-        except codec.UnsupportedVersion as exc:
-            self._client.abort(f"unsupported API {exc.header.api_key} v{exc.header.api_version}")
-            return
         except codec.DecodeError as exc:
-            self._client.abort(f"malformed request: {exc}")
+            if isinstance(exc, codec.UnsupportedVersion):
+                reason = f"unsupported API {exc.header.api_key} v{exc.header.api_version}"
+            else:
+                reason = f"malformed request: {exc}"
+            if self._client.multiplexed:  # a shared link: refused alone, the link kept
+                log.debug("refused a forwarded request: %s", reason)
+                answer(fleet_mux.refusal(frame))
+            else:
+                self._client.abort(reason)
             return
         if gate is not None and not self._from_peer:
             # Judged here, by the member the client is connected to (its principal is known
@@ -504,7 +530,56 @@ class Router:
         self._send(address, frame, correlation_id, reply)
 
     def _send(self, address: Address, frame: bytes, correlation_id: int, reply: Reply) -> None:
+        """To the owner at `address`, on the shared link or (PRIVATE APIs) this connection's own,
+        after what is in flight on the other path (module docstring)."""
         self._peers.forwarded += 1
+        if self._closed:
+            reply(None)
+            return
+        order = self._orders.get(address)
+        if order is None:
+            order = self._orders[address] = _Order()
+        private = int.from_bytes(frame[4:6], "big", signed=True) in fleet_mux.PRIVATE
+        if order.held or (order.count and order.private != private):
+            order.held.append((private, frame, correlation_id, reply))
+            return
+        self._dispatch(address, order, private, frame, correlation_id, reply)
+
+    def _dispatch(
+        self,
+        address: Address,
+        order: _Order,
+        private: bool,
+        frame: bytes,
+        correlation_id: int,
+        reply: Reply,
+    ) -> None:
+        order.private = private
+        order.count += 1
+
+        def done(response: bytes | None) -> None:
+            order.count -= 1
+            reply(response)
+            if not order.count and order.held:
+                self._release(address, order)
+
+        if private:
+            self._send_private(address, frame, correlation_id, done)
+        else:
+            self._peers.shared.send(address, frame, correlation_id, done, self._tag)
+
+    def _release(self, address: Address, order: _Order) -> None:
+        held = order.held
+        while held and not self._closed:
+            private = held[0][0]
+            if order.count and order.private != private:
+                return
+            _, frame, correlation_id, reply = held.popleft()
+            self._dispatch(address, order, private, frame, correlation_id, reply)
+
+    def _send_private(
+        self, address: Address, frame: bytes, correlation_id: int, reply: Reply
+    ) -> None:
         link = self._links.get(address)
         if link is not None:
             link.send(frame, correlation_id, reply)
@@ -549,6 +624,7 @@ class Router:
         """The client connection closed: so do its links (what they still carry is answered to
         nobody; a member's parked JoinGroup sees the link go, as when a client disconnects)."""
         self._closed = True
+        self._orders.clear()  # what they held is answered to nobody
         links, self._links = self._links, {}
         for link in links.values():
             link.close()

@@ -25,6 +25,8 @@ class SlotOwner(Protocol):
 
     client_host: str
     peer: str
+    # A member's shared fleet link (coordinator.sidecar.fleet_mux): answers leave when ready.
+    multiplexed: bool
     # Its security state (coordinator.serve.secure): who it is, and its SASL session.
     principal: str
     authenticated: bool

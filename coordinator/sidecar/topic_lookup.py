@@ -203,6 +203,11 @@ class HeldRequests:
         self._held = deque()
         lookup.look_up(names).add_done_callback(lambda _: self._release(go))
 
+    @property
+    def idle(self) -> bool:
+        """Nothing held."""
+        return self._held is None
+
     def _release(self, go: Callable[[], None]) -> None:
         held, self._held = self._held, None
         if self._closed():

@@ -293,10 +293,11 @@ class Broker:
         """False from a failed connection attempt until one succeeds (the metrics' broker_up)."""
         return self._backoff_s == 0.0
 
-    async def connect(self) -> Link:
-        """An idle pooled link, or a new one. Raises UpstreamUnavailable at once while in backoff,
-        or when connecting fails or takes longer than CONNECT_TIMEOUT_S."""
-        while self._idle:
+    async def connect(self, make: Callable[[Broker], Link] = Link) -> Link:
+        """An idle pooled link, or a new one (`make`: a new one of that kind, never pooled: a
+        fleet's shared link, coordinator.sidecar.fleet_mux). Raises UpstreamUnavailable at once
+        while in backoff, or when connecting fails or takes longer than CONNECT_TIMEOUT_S."""
+        while self._idle and make is Link:
             link = self._idle.pop()
             if not link.closed:
                 return link
@@ -305,7 +306,7 @@ class Broker:
             raise UpstreamUnavailable(f"{self.label}: {self._last_error} (retrying)")
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):  # (not wait_for: see below)
-                link = await self._open(loop)
+                link = await self._open(loop, make)
         except (OSError, TimeoutError, UpstreamAuthError) as exc:
             first = self._backoff_s == 0.0
             self._backoff_s = min(max(self._backoff_s * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
@@ -319,13 +320,13 @@ class Broker:
         self._backoff_s = 0.0
         return link
 
-    async def _open(self, loop: asyncio.AbstractEventLoop) -> Link:
+    async def _open(self, loop: asyncio.AbstractEventLoop, make: Callable[[Broker], Link]) -> Link:
         """A new link: TLS when the upstream's security says so, then SASL before any request
         of a client or of ours goes on it (coordinator.sidecar.upstream_clients)."""
         security = self.security
         context = security.ssl_context
         _, link = await loop.create_connection(
-            lambda: Link(self),
+            lambda: make(self),
             self.host,
             self.port,
             ssl=context,

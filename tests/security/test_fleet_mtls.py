@@ -40,6 +40,7 @@ from coordinator.security.acl import (
 from coordinator.serve import config
 from coordinator.serve.secure import SecurityOptions, make_ssl_context
 from coordinator.serve.server import Server, ServerOptions
+from coordinator.sidecar import rewrite
 from coordinator.sidecar.fleet import Fleet, FleetOptions
 from coordinator.sidecar.fleet_journal import FleetJournal
 from coordinator.sidecar.fleet_tls import FleetTls
@@ -147,6 +148,18 @@ async def test_a_member_reaches_another_over_mutual_tls(member: Member) -> None:
     request = heartbeat()
     answer = decode(12, 4, await link.request(request))
     assert answer.error_code == LOADING_HEARTBEAT
+    assert member.fleet.admission is not None and member.fleet.admission.refused == 0
+
+
+async def test_the_shared_forwarding_link_is_mutual_tls_too(member: Member) -> None:
+    # Forwarded group requests share one link per member (coordinator.sidecar.fleet_mux): it is
+    # made as every fleet link is, so it presents the member's certificate and is served.
+    answered: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+    frame = rewrite.encode_request(heartbeat(), 7, "client")
+    member.sidecar.peer_links.shared.send((HOST, member.port), frame, 7, answered.set_result)
+    data = await asyncio.wait_for(answered, 10)
+    assert data is not None and int.from_bytes(data[4:8], "big") == 7  # the client's id again
+    assert decode(12, 4, data).error_code == LOADING_HEARTBEAT
     assert member.fleet.admission is not None and member.fleet.admission.refused == 0
 
 

@@ -680,29 +680,6 @@ async def test_pipelined_requests_keep_their_order_across_members(fleet: Any) ->
         client.close()
 
 
-async def test_a_client_closing_closes_its_links_to_other_members(fleet: Any) -> None:
-    a, b = await fleet(), await fleet()
-    a.table.where["x"] = b.owner
-
-    def from_peers() -> list[Any]:
-        conns = b.server.connections
-        return [c for c in conns if isinstance(c, SidecarConnection) and c.from_peer]
-
-    clients = [await RawClient.connect(a.port) for _ in range(2)]
-    try:
-        for client in clients:
-            await client.call(heartbeat("x"))
-        assert len(from_peers()) == 2  # one link per client connection
-        clients[0].close()
-        await wait_until(lambda: len(from_peers()) == 1, 10, "the first client's link to close")
-        await clients[1].call(heartbeat("x"))  # the other client's link is untouched
-        assert len(from_peers()) == 1
-    finally:
-        for client in clients:
-            client.close()
-    await wait_until(lambda: not from_peers(), 10, "every link to close")
-
-
 def test_an_unreadable_response_is_a_malformed_response() -> None:
     header = RequestHeader(apis.DESCRIBE_GROUPS, 5, 9, "c")
     frame = codec.encode_response(header, adapters.error_response(header, describe("g"), NONE))
