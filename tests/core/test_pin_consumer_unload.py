@@ -106,3 +106,18 @@ def test_a_static_member_replaced_before_its_first_target_takes_an_empty_one() -
     h.settle()
     assert h.group.state is ConsumerGroupState.STABLE
     assert h.group.target_assignment["s2"]  # the run at the interval's end gave it partitions
+
+
+def test_an_unloaded_group_joined_again_without_a_reload_starts_over() -> None:
+    """Its partition came back with nothing of the group on it (deleted by the other owner):
+    the same id is a new group, its regex resolved a heartbeat later as any new regex is."""
+    h = Harness()
+    h.poll(h.client("b", topics=None, regex="pay.*"))  # a new regex: resolved next heartbeat
+    h.core.unload_group("g")
+    fresh = Harness()
+    fresh.clock.now = h.clock.now
+    written = len(h.records)
+    again = h.poll(h.client("c", topics=None, regex="pay.*"))
+    first = fresh.poll(fresh.client("c", topics=None, regex="pay.*"))
+    assert again == first and again.assignment == ()
+    assert h.records[written:] == fresh.records
