@@ -7,7 +7,7 @@ does; and a static member replaced before its first target assignment (a paced g
 from __future__ import annotations
 
 from coordinator.core.consumer import ConsumerGroupConfig
-from coordinator.core.consumer.messages import RebalanceSettled
+from coordinator.core.consumer.messages import GroupEpochBumped, RebalanceSettled
 from coordinator.core.consumer.model import ConsumerGroupState
 from tests.core.test_consumer_support import Harness
 
@@ -65,11 +65,14 @@ def test_a_rebalance_caught_by_an_unload_reads_as_started_at_the_reload() -> Non
     h.clock.now += 60_000
     loaded_at = h.clock.now
     reload(h)
+    epoch, metadata_hash = h.group.group_epoch, h.group.metadata_hash
     h.events.clear()
     h.settle()
     settled = [e for e in h.events if isinstance(e, RebalanceSettled)]
     assert len(settled) == 1
     assert settled[0].started_ms == loaded_at
+    # What started it is not in the log: it reads as a metadata change of the group's topics.
+    assert settled[0].bump == GroupEpochBumped("g", epoch, metadata_hash, topics=("orders",))
 
 
 def test_a_group_unloaded_before_any_heartbeat_since_its_load() -> None:
@@ -121,3 +124,35 @@ def test_an_unloaded_group_joined_again_without_a_reload_starts_over() -> None:
     first = fresh.poll(fresh.client("c", topics=None, regex="pay.*"))
     assert again == first and again.assignment == ()
     assert h.records[written:] == fresh.records
+
+
+def grow(h: Harness, name: str, partitions: int) -> None:
+    info = h.catalog.get(name)
+    assert info is not None
+    h.catalog.put(info.with_partitions(partitions))
+
+
+def test_a_topic_change_the_other_owner_handled_is_not_blamed_after_the_reload() -> None:
+    h = Harness()
+    h.client("a", topics=("orders", "payments"))
+    h.settle()
+    grow(h, "payments", 5)
+    h.core.topic_changed("payments")  # flagged here, but no heartbeat before the unload
+    h.core.unload_group("g")
+    other = Harness()  # the new owner rebalances for the change
+    grow(other, "payments", 5)
+    other.records = list(h.records)
+    reload(other)
+    other.clients = h.clients
+    other.settle()
+    written = len(other.records)
+    assert written > len(h.records)
+    h.records = other.records  # the partition comes back with everything the other wrote
+    reload(h)
+    h.settle()
+    grow(h, "orders", 8)
+    h.core.topic_changed("orders")
+    h.events.clear()
+    h.settle()
+    bumps = [e for e in h.events if isinstance(e, GroupEpochBumped)]
+    assert [(e.cause, e.topics) for e in bumps] == [("metadata_changed", ("orders",))]
