@@ -28,14 +28,16 @@ from tests.core.test_consumer_support import Harness, topic_id
 ORDERS = topic_id(0)  # the Harness's "orders", 6 partitions (test_consumer_migration's T)
 
 
-def classic_join(h: Harness, member_id: str = "", owned: tuple[int, ...] = ()) -> JoinGroupResult:
-    cmd = JoinGroup("g", 6_000, 20_000, member_id, None, "consumer",
-                    (Protocol("range", subscription(owned)),), None, "cl", "/h", 3)  # fmt: skip
+def classic_join(h: Harness, member_id: str = "", owned: tuple[int, ...] = (), *,
+                 instance_id: str | None = None, protocol: str = "range",
+                 error: ErrorCode = ErrorCode.none) -> JoinGroupResult:  # fmt: skip
+    cmd = JoinGroup("g", 6_000, 20_000, member_id, instance_id, "consumer",
+                    (Protocol(protocol, subscription(owned)),), None, "cl", "/h", 3)  # fmt: skip
     result = classic.join(h.core, cmd, h.clock.now)
     h.records.extend(result.records)
     h.events.extend(result.events)
     assert isinstance(result.response, JoinGroupResult)
-    assert result.response.error is ErrorCode.none, result.response
+    assert result.response.error is error, result.response
     return result.response
 
 
