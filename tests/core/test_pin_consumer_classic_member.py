@@ -30,9 +30,13 @@ ORDERS = topic_id(0)  # the Harness's "orders", 6 partitions (test_consumer_migr
 
 def classic_join(h: Harness, member_id: str = "", owned: tuple[int, ...] = (), *,
                  instance_id: str | None = None, protocol: str = "range",
-                 error: ErrorCode = ErrorCode.none) -> JoinGroupResult:  # fmt: skip
-    cmd = JoinGroup("g", 6_000, 20_000, member_id, instance_id, "consumer",
-                    (Protocol(protocol, subscription(owned)),), None, "cl", "/h", 3)  # fmt: skip
+                 metadata: bytes | None = None, rebalance_timeout_ms: int = 20_000,
+                 client_host: str = "/h", error: ErrorCode = ErrorCode.none,
+                 ) -> JoinGroupResult:  # fmt: skip
+    """A JoinGroup v3 (no MEMBER_ID_REQUIRED round) of a classic member subscribing to orders."""
+    metadata = subscription(owned) if metadata is None else metadata
+    cmd = JoinGroup("g", 6_000, rebalance_timeout_ms, member_id, instance_id, "consumer",
+                    (Protocol(protocol, metadata),), None, "cl", client_host, 3)  # fmt: skip
     result = classic.join(h.core, cmd, h.clock.now)
     h.records.extend(result.records)
     h.events.extend(result.events)
