@@ -2,8 +2,9 @@
 classicGroupJoinToConsumerGroup: the session timeout is the member's own, and a rejoin cancels
 the join timeout its Heartbeat's REBALANCE_IN_PROGRESS started), and JoinGroups the consumer core
 must answer whatever the member's state: one before the group's paced run gave it a target, and
-one from a member in a state only a newer version writes (UNKNOWN: it gives up what it owned).
-Pinned where `make mutation` found them loose."""
+one from a member in a state only a newer version writes (UNKNOWN: it gives up what it owned);
+its sync timeout; and what its JoinGroup answer says. Pinned where `make mutation` found them
+loose."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from coordinator.core.consumer import ConsumerGroupConfig, classic
 from coordinator.core.consumer.messages import MemberRemoved
 from coordinator.core.consumer.model import MemberState, replace_member
 from coordinator.core.consumer.record_helpers import current_assignment_record
-from coordinator.core.messages import ErrorCode, SyncGroup
+from coordinator.core.messages import ErrorCode, Heartbeat, SyncGroup
 from tests.core.test_consumer_support import Harness
 from tests.core.test_pin_consumer_classic_member import classic_heartbeat, classic_join
 
@@ -89,3 +90,46 @@ def test_a_classic_member_in_an_unknown_state_rejoins_having_given_up_its_partit
     member = h.group.members[mid]
     assert member.state is not MemberState.UNKNOWN
     assert joined.generation_id == member.member_epoch == h.group.assignment_epoch
+
+
+def test_a_classic_member_that_never_syncs_is_fenced_after_its_rebalance_timeout() -> None:
+    """Kafka's consumerGroupSyncKey: the JoinGroup answer starts a sync timeout at the member's
+    epoch; heartbeats do not stop it, only a SyncGroup does."""
+    h = Harness()
+    h.client("n1")
+    h.settle()
+    joined_at = h.clock.now
+    joined = classic_join(h)
+    mid = joined.member_id
+    h.events.clear()
+    while h.clock.now + 3_000 < joined_at + REBALANCE_MS:
+        h.advance(3_000)
+        assert classic_heartbeat(h, joined) in (ErrorCode.none, ErrorCode.rebalance_in_progress)
+    h.advance(joined_at + REBALANCE_MS - 1 - h.clock.now)
+    assert mid in h.group.members
+    h.advance(1)
+    assert mid not in h.group.members
+    removed = [e for e in h.events if isinstance(e, MemberRemoved)]
+    assert [(e.member_id, e.reason) for e in removed] == [(mid, "rebalance_timeout")]
+
+
+def test_classic_requests_naming_a_consumer_protocol_member_are_unknown_member() -> None:
+    """Kafka's throwIfMemberDoesNotUseClassicProtocol: UNKNOWN_MEMBER_ID."""
+    h = Harness()
+    h.client("n1")
+    h.settle()
+    classic_join(h)  # the group has a classic member too
+    epoch = h.group.members["n1"].member_epoch
+    sync = SyncGroup("g", epoch, "n1", None, "consumer", "range", (), 5)
+    assert classic.sync(h.core, sync, h.clock.now).error is ErrorCode.unknown_member_id
+    beat = classic.heartbeat(h.core, Heartbeat("g", epoch, "n1", None), h.clock.now)
+    assert beat.error is ErrorCode.unknown_member_id
+
+
+def test_a_classic_members_join_answer_makes_it_a_follower_with_no_member_list() -> None:
+    h = Harness()
+    h.client("n1")
+    h.settle()
+    joined = classic_join(h)
+    assert (joined.leader, joined.skip_assignment, joined.members) == ("", False, ())
+    assert (joined.protocol_type, joined.protocol_name) == ("consumer", "range")
