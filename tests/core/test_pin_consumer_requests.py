@@ -111,3 +111,11 @@ def test_a_classic_member_heartbeating_with_the_consumer_protocol_becomes_one() 
                       client_host="/h", topic_partitions=())  # fmt: skip
     assert response.error.name == "none"
     assert h.group.members[mid].classic is None
+
+
+def test_an_unsupported_server_assignor_is_refused_naming_the_supported_ones() -> None:
+    h = Harness()
+    response = h.send(**(JOIN | {"server_assignor": "sticky"}))
+    assert (response.error.name, response.error_message) == (
+        "unsupported_assignor",
+        "ServerAssignor sticky is not supported. Supported assignors: uniform, range.")  # fmt: skip

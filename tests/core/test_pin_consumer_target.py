@@ -75,3 +75,17 @@ def test_the_range_assignor_puts_static_members_first() -> None:
     h.settle()
     targets = {mid: sorted(t[ORDERS]) for mid, t in h.group.target_assignment.items()}
     assert targets == {"z-static": [0, 1, 2], "m-dynamic": [3, 4, 5]}
+
+
+def test_a_run_made_by_a_heartbeat_cancels_the_runs_timer() -> None:
+    """The run the timer waited for was made by a heartbeat after the interval: the timer no
+    longer wakes the coordinator (only the members' session timeouts are left)."""
+    h = Harness(config=ConsumerGroupConfig(assignment_interval_ms=1_000))
+    h.poll(h.client("a"))
+    h.poll(h.client("b"))  # inside the interval: a timer for its end
+    h.clock.now += 1_000  # no expire(): b's next heartbeat finds the interval over
+    h.poll(h.clients["b"])
+    assert h.group.assignment_epoch == h.group.group_epoch
+    session = h.config.session_timeout_ms
+    a_beat = h.clock.now - 1_000
+    assert h.core.next_deadline_ms() == a_beat + session  # a's session: nothing earlier
