@@ -149,3 +149,19 @@ def test_the_topic_hash_index_follows_a_subscription_change() -> None:
     h.poll(a, full=True)
     assert not h.core._hashes.readers("orders") and "orders" not in h.core._hashes
     assert h.core._hashes.readers("payments") == {"g"}
+
+
+def test_a_loaded_members_rebalance_timeout_ends_with_its_revocation() -> None:
+    """The rebalance timeout rearmed by the load is the member's REBALANCE timer: revoking
+    cancels it, so it no longer wakes the coordinator."""
+    h = Harness()
+    a = h.client("a", rebalance_timeout_ms=5_000)
+    h.settle()
+    h.poll(h.client("b"))
+    h.poll(a)  # a is revoking for b
+    other = loaded(h)
+    assert other.core.next_deadline_ms() == other.clock.now + 5_000
+    other.clients = h.clients
+    other.poll(a)  # a reports it revoked: at the new epoch, no rebalance timeout any more
+    assert other.group.members["a"].state is not MemberState.UNREVOKED_PARTITIONS
+    assert other.core.next_deadline_ms() == other.clock.now + SESSION_MS
