@@ -17,10 +17,12 @@ from coordinator.core.consumer import (
     ConsumerGroupCoordinator,
     ConsumerGroupHeartbeat,
     ConsumerGroupRecord,
+    ConsumerResult,
     HeartbeatResponse,
     TopicPartitions,
     replay,
 )
+from coordinator.core.consumer.messages import ConsumerEvent
 from coordinator.core.consumer.model import ConsumerGroup, ConsumerGroupState
 from coordinator.core.topics import TopicCatalog, TopicInfo
 
@@ -76,6 +78,7 @@ class Harness:
         self.core = ConsumerGroupCoordinator(self.config, self.catalog, self._new_id, 0)
         self.group_id = group_id
         self.records: list[ConsumerGroupRecord] = []
+        self.events: list[ConsumerEvent] = []
         self.clients: dict[str, Client] = {}
 
     def _new_id(self) -> str:
@@ -92,6 +95,7 @@ class Harness:
         if result.response is not None and result.response.error.name != "none":
             assert not result.records, "a refused request must not write"
         self.records.extend(result.records)
+        self.events.extend(result.events)
         assert result.response is not None
         return result.response
 
@@ -103,9 +107,13 @@ class Harness:
             if deadline is None or deadline > target:
                 break
             self.clock.now = max(self.clock.now, deadline)
-            self.records.extend(self.core.expire(self.clock.now).records)
+            self._absorb(self.core.expire(self.clock.now))
         self.clock.now = target
-        self.records.extend(self.core.expire(self.clock.now).records)
+        self._absorb(self.core.expire(self.clock.now))
+
+    def _absorb(self, result: ConsumerResult) -> None:
+        self.records.extend(result.records)
+        self.events.extend(result.events)
 
     # -- simulated clients ---------------------------------------------------------------------
 
