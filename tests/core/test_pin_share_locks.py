@@ -47,3 +47,15 @@ def test_a_lock_of_redelivered_records_expires_for_every_one_of_them() -> None:
     assert update is not None and p.expired_locks == 1
     assert [p.record(o) for o in range(4)] == [(AVAILABLE, 2, "")] * 4
     assert p.acquired_by("m1") == [] and p.next_fetch_offset() == 0
+
+
+def test_a_lock_over_records_redelivered_and_new_ones_expires_for_all_of_them() -> None:
+    # One acquire takes offsets 0-2 again and 3-9 new, under one lock: its expiry releases all.
+    p = SharePartition(SharePartitionConfig())
+    p.acquire("m1", [(0, 2)], 0, max_records=100)
+    p.acknowledge("m1", [(0, 2, [RELEASE])], 1)
+    got = p.acquire("m1", [(0, 9)], 1000, max_records=100)
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got.records] == [
+        (0, 2, 2), (3, 9, 1)]  # fmt: skip
+    p.expire(1000 + LOCK_MS)
+    assert [p.record(o) for o in range(10)] == [(AVAILABLE, 2, "")] * 3 + [(AVAILABLE, 1, "")] * 7
