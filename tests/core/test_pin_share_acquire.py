@@ -75,3 +75,14 @@ def test_a_record_done_at_the_end_offset_counts_as_done() -> None:
     done = p.acknowledge("m1", [(4, 4, [REJECT])], 1)
     assert p.delivery_complete_count() == 1
     assert done.update is not None and done.update.delivery_complete_count == 1
+
+
+def test_records_delivered_again_and_accepted_are_all_forgotten_below_the_start() -> None:
+    # Delivered twice (per-offset records, not a run), then accepted: the start passes them and
+    # every one of them is forgotten (the partition keeps no state below its start).
+    p = part()
+    p.acquire("m1", [(0, 4)], 0, max_records=10)
+    p.acknowledge("m1", [(0, 4, [RELEASE])], 1)
+    p.acquire("m1", [(0, 4)], 2, max_records=10)
+    p.acknowledge("m1", [(0, 4, [AcknowledgeType.ACCEPT])], 3)
+    assert p.start_offset == 5 and not p._recs
