@@ -24,7 +24,7 @@ def test_require_stable_answers_unstable_only_for_a_partition_with_a_pending_off
     pending = t.TxnCommitTopic("orders", (t.TxnCommitPartition(0, 5, -1, "tx"),))
     h.core.txn_stage(t.TxnOffsetCommit("tx", "g", 7, 0, -1, "", None, (pending,)), h.now)
     stable = h.fetch("g", {"orders": (0, 1)}, stable=True)
-    assert stable.error is E.none
+    assert (stable.group_id, stable.error) == ("g", E.none)
     assert fetched(stable) == [
         ("orders", 0, -1, -1, "", E.unstable_offset_commit),
         ("orders", 1, 2, 3, "m", E.none),
