@@ -69,3 +69,37 @@ def test_one_subscription_shares_the_partitions_of_all_its_topics_together() -> 
     out = assignor.assign({"m0": both, "m1": frozenset({U})}, {T: 1, U: 1}, {})
     assert {m: dict(v) for m, v in out.items()} == {
         "m0": {T: frozenset({0}), U: frozenset({0})}, "m1": {U: frozenset({0})}}
+
+
+
+def _assign(members: int, partitions: int, current: dict[str, set[int]]) -> dict[str, set[int]]:
+    subscriptions = {f"m{i}": frozenset({T}) for i in range(members)}
+    previous = {m: {T: frozenset(ps)} for m, ps in current.items()}
+    out = assignor.assign(subscriptions, {T: partitions}, previous)  # type: ignore[arg-type]
+    return {m: set(v.get(T, ())) for m, v in out.items()}
+
+
+def test_members_already_sharing_a_partition_are_passed_over_until_one_can_take_it() -> None:
+    # The round-robin fill skips a member below its count that already shares the partition and
+    # goes on to the next one, not back to the first, nor past one it never tried: a fill that
+    # skipped wrongly left a partition below its sharing and a member below its count here.
+    got = _assign(4, 3, {"m1": {0}, "m2": {1}})
+    assert got == {"m0": {0, 2}, "m1": {0}, "m2": {1, 2}, "m3": {1}}
+    _check({m: {T: frozenset(ps)} for m, ps in got.items()}, 3)
+    got = _assign(7, 2, {"m0": {0}, "m1": {0, 1}, "m3": {1}, "m4": {1}, "m5": {1}, "m6": {0}})
+    assert got == {"m0": {0, 1}, "m1": {0}, "m2": {0}, "m3": {1}, "m4": {1}, "m5": {1}, "m6": {0}}
+    _check({m: {T: frozenset(ps)} for m, ps in got.items()}, 2)
+
+
+def test_a_partition_no_member_below_its_count_can_take_is_left_short() -> None:
+    # Kafka's assignRemainingPartitions: when every member still below its count already shares
+    # the partition, no more sharers are found for it and the fill carries on (a slight imbalance
+    # Kafka tolerates rather than moving others). 3 members on 2 partitions: m0 wants 2, but
+    # partition 1 is full with m1 and m2, so partition 0 keeps one sharer and m0 one partition.
+    assert _assign(3, 2, {"m1": {1}, "m2": {1}}) == {"m0": {0}, "m1": {1}, "m2": {1}}
+    # 7 members on 3 partitions: partition 0 needs two more sharers, and the members below their
+    # count are m0 (which has it) and m3. m3 takes it, then neither can: it is left with two,
+    # and m0 fills up on partition 2.
+    current = {"m0": {0}, "m1": {1}, "m2": {1}, "m4": {1}, "m5": {2}, "m6": {2}}
+    assert _assign(7, 3, current) == {
+        "m0": {0, 2}, "m1": {1}, "m2": {1}, "m3": {0}, "m4": {1}, "m5": {2}, "m6": {2}}  # fmt: skip

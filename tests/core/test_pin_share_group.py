@@ -316,6 +316,21 @@ def test_loaded_members_get_a_fresh_session_timeout_of_their_group() -> None:
     assert loaded.next_deadline_ms() == 20_000 + loaded.config.session_timeout_ms
 
 
+
+def test_a_topic_grown_while_the_group_was_not_loaded_reaches_its_member_after_loading() -> None:
+    # A loaded group's topic metadata is checked again on its next heartbeat (Kafka refreshes a
+    # loaded group's subscription metadata at once): the stored hash is of t1 with 1 partition,
+    # and t1 has 2 now.
+    live = coordinator()
+    log = live.heartbeat(ShareGroupHeartbeat("g", "m1", 0, None, ("t1",)), 0).records
+    loaded = coordinator()
+    loaded.topics.put(TopicInfo("t1", T1, 2))
+    for record in log:
+        loaded.replay(record)
+    loaded.finish_loading(0, ["g"])
+    grown = loaded.heartbeat(ShareGroupHeartbeat("g", "m1", 1), 0).response
+    assert grown.member_epoch == 2 and grown.assignment == (TopicPartitions(T1, (0, 1)),)
+
 def test_expiry_fences_in_deadline_order_and_drops_deadlines_of_members_gone() -> None:
     c = coordinator()
     c.heartbeat(ShareGroupHeartbeat("b", "m1", 0, None, ("t1",)), 100)

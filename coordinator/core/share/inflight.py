@@ -22,7 +22,7 @@ RENEW = AcknowledgeType.RENEW
 class Rec:
     """One offset in flight: its state, delivery count and, while ACQUIRED, its lock."""
 
-    __slots__ = ("delivery_count", "expiry_ms", "lock", "member_id", "state")
+    __slots__ = ("delivery_count", "lock", "member_id", "state")
 
     def __init__(
         self,
@@ -30,13 +30,11 @@ class Rec:
         delivery_count: int,
         member_id: str = "",
         lock: int = 0,
-        expiry_ms: int = 0,
     ) -> None:
         self.state = state
         self.delivery_count = delivery_count
         self.member_id = member_id
         self.lock = lock  # the acquisition lock's token while ACQUIRED
-        self.expiry_ms = expiry_ms
 
 
 def state_batches(
@@ -67,22 +65,21 @@ class Run:
     ACCEPT of whole runs by their owner touches one of them: then `materialize` turns it into
     one Rec per offset, the same state the per-offset acquisition made."""
 
-    __slots__ = ("expiry_ms", "first", "last", "lock", "member_id")
+    __slots__ = ("first", "last", "lock", "member_id")
 
-    def __init__(self, first: int, last: int, member_id: str, lock: int, expiry_ms: int) -> None:
+    def __init__(self, first: int, last: int, member_id: str, lock: int) -> None:
         self.first = first
         self.last = last
         self.member_id = member_id
         self.lock = lock
-        self.expiry_ms = expiry_ms
 
 
 def materialize(recs: dict[int, Rec], runs: dict[int, Run]) -> None:
     """Every run into per-offset records (ACQUIRED, delivery count 1, the run's owner and lock)."""
     for run in runs.values():
-        member_id, lock, expiry = run.member_id, run.lock, run.expiry_ms
+        member_id, lock = run.member_id, run.lock
         for offset in range(run.first, run.last + 1):
-            recs[offset] = Rec(ACQUIRED, 1, member_id, lock, expiry)
+            recs[offset] = Rec(ACQUIRED, 1, member_id, lock)
     runs.clear()
 
 

@@ -289,7 +289,7 @@ class SharePartition:
             self._set(offset, rec, RecordState.ARCHIVED)
         # _take for each new offset: one Run, its lock's bookkeeping done once
         if last >= first:
-            self._runs[first] = Run(first, last, member_id, lock, self._heap_expiry[lock])
+            self._runs[first] = Run(first, last, member_id, lock)
             self._lock_live[lock] = self._lock_live.get(lock, 0) + last - first + 1
             ranges = self._lock_ranges.setdefault(lock, [])
             if ranges and ranges[-1][1] == first - 1:
@@ -548,7 +548,6 @@ class SharePartition:
         rec.delivery_count = delivery_count
         rec.member_id = member_id
         rec.lock = lock
-        rec.expiry_ms = self._heap_expiry[lock]
         self._lock_live[lock] = self._lock_live.get(lock, 0) + 1
         ranges = self._lock_ranges.setdefault(lock, [])
         if ranges and ranges[-1][1] == offset - 1:
