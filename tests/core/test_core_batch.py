@@ -54,7 +54,7 @@ def test_handle_many_is_handle_in_order(batches: list[list[Any]]) -> None:
             one.send(command)
         first = many._next + 1
         many._next += len(batch)
-        many.absorb(many.core.handle_many(enumerate(batch, first), many.now))
+        many.absorb(many.core.handle_many(list(enumerate(batch, first)), many.now))
         one.advance(100)
         many.advance(100)
     assert state(many) == state(one)
