@@ -62,6 +62,9 @@ def index() -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
 
+# Not under mutation testing: the parent's sockets, held by tests/sidecar/test_fleet_workers.py
+# (`serve --workers 2` with real clients, whose group requests reach the owner's node).
+# pragma: no mutate start
 def bind_sockets(host: str, n: int) -> list[socket.socket]:
     """The parent's: one listening socket per worker, on an ephemeral port of `host` (the
     client listener's host), inheritable by the worker it is passed to."""
@@ -77,6 +80,7 @@ def bind_sockets(host: str, n: int) -> list[socket.socket]:
     return socks
 
 
+# pragma: no mutate end
 def worker_env(socks: Sequence[socket.socket], i: int) -> dict[str, str]:
     """What worker i is told: its socket's descriptor and the ports of all."""
     ports = ",".join(str(s.getsockname()[1]) for s in socks)
@@ -122,6 +126,10 @@ class WorkerNodes:
         return self.node(self.index)
 
 
+# Not under mutation testing to the end of the module: the inherited socket, held by
+# tests/sidecar/test_fleet_workers.py (a worker that did not get its socket and ports would not
+# be named by FindCoordinator, and its clients' requests would not reach it).
+# pragma: no mutate block
 def from_env(host: str) -> tuple[WorkerNodes, socket.socket] | None:
     """In a worker started by `serve --workers N`: its nodes and its inherited listening socket;
     None in any other process (or a parent too old to pass them)."""
