@@ -51,3 +51,18 @@ def test_a_metadata_hash_of_other_than_8_bytes_is_refused_by_name() -> None:
     with pytest.raises(ConsumerCodecError) as refused:
         decode_value(key, struct.pack(">hi", 0, 5) + b"\x01\x00\x04" + struct.pack(">i", 42))
     assert str(refused.value) == "MetadataHash is not 8 bytes"
+
+
+MEMBER_HEAD = struct.pack(">h", 0) + b"\x00\x00" + b"\x02c" + b"\x03/h"  # then the topic names
+
+
+@pytest.mark.parametrize(("array", "message"), [
+    (b"\x04\x01\x01", "bad array length 3"),  # three elements, two bytes left
+    (b"\x03\x01\x01", "truncated record"),  # two empty names fit, the regex after them does not
+])
+def test_an_array_longer_than_the_bytes_left_is_refused_before_reading_it(
+    array: bytes, message: str
+) -> None:
+    with pytest.raises(ConsumerCodecError) as refused:
+        decode_value(ConsumerGroupMemberMetadataKey("g", "m"), MEMBER_HEAD + array)
+    assert str(refused.value) == message
