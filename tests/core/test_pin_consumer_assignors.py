@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+from coordinator.core.consumer import ConsumerGroupConfig
 from coordinator.core.consumer.assignors import (
     AssignorError,
     GroupSpec,
@@ -18,6 +19,7 @@ from coordinator.core.consumer.assignors import (
     RangeAssignor,
     UniformAssignor,
 )
+from coordinator.core.consumer.messages import TargetAssignmentComputed
 from coordinator.core.consumer.model import EMPTY_PARTITIONS, SubscriptionType
 from tests.core.test_consumer_support import Harness, topic_id
 
@@ -70,3 +72,28 @@ def test_an_assignor_names_a_topic_it_was_not_given(assignor: RangeAssignor) -> 
     said = f"subscribes? to topic {unknown}, which does not exist"
     with pytest.raises(AssignorError, match=said):
         assignor.assign(bad)
+
+
+def assignor_of_last_run(*asked: str | None) -> str:
+    """The assignor of the target run after members asking for these assignors joined."""
+    h = Harness()
+    for i, name in enumerate(asked):
+        h.poll(h.client(f"m{i}", assignor=name))
+    h.settle()
+    (*_, last) = [e for e in h.events if isinstance(e, TargetAssignmentComputed)]
+    return last.assignor
+
+
+def test_the_assignor_most_members_ask_for_is_used() -> None:
+    assert assignor_of_last_run("uniform", "range", "range") == "range"
+    assert assignor_of_last_run("range", "uniform", "uniform") == "uniform"
+    assert assignor_of_last_run(None, None) == "uniform"  # the default: the first configured
+
+
+def test_a_tie_goes_to_the_first_configured_assignor_not_the_first_name() -> None:
+    assert assignor_of_last_run("range", "uniform") == "uniform"
+    h = Harness(config=ConsumerGroupConfig(assignors=("range", "uniform")))
+    h.poll(h.client("a", assignor="uniform"))
+    h.poll(h.client("b", assignor="range"))
+    h.settle()
+    assert h.group.preferred_server_assignor(h.config.assignors) == "range"
