@@ -1,0 +1,58 @@
+"""A KIP-848 heartbeat's refusals (coordinator.core.consumer.coordinator), pinned where `make
+mutation` found them loose: a member at a non-zero epoch of a group that does not exist gets
+GROUP_ID_NOT_FOUND in Kafka's words, and a member whose state a record left unknown (a state
+byte this coordinator does not know) is fenced in Kafka's words unless its heartbeat says it
+owns nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.core.consumer import ConsumerGroupRecord
+from coordinator.core.consumer.model import MemberState
+from coordinator.core.consumer.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+)
+from tests.core.test_consumer_support import Harness
+
+UNKNOWN_STATE = (
+    "The consumer group member is in a unknown state. The member must abandon all its "
+    "partitions and rejoin."
+)
+
+
+def test_a_member_of_a_group_that_does_not_exist_is_told_so() -> None:
+    h = Harness()
+    response = h.send(member_id="a", member_epoch=5, topic_partitions=())
+    assert (response.error.name, response.error_message) == (
+        "group_id_not_found", "Consumer group g not found."
+    )
+
+
+def unknown_member() -> tuple[Harness, int]:
+    h = Harness()
+    c = h.client("a")
+    h.settle()
+    held = c.owned_tps()
+    h.core.replay(ConsumerGroupRecord(
+        ConsumerGroupCurrentMemberAssignmentKey("g", "a"),
+        ConsumerGroupCurrentMemberAssignmentValue(c.epoch, c.epoch - 1, 9, held, ()),
+    ))  # fmt: skip
+    assert h.group.members["a"].state is MemberState.UNKNOWN
+    return h, c.epoch
+
+
+@pytest.mark.parametrize("owned", ["some", None])
+def test_a_member_in_an_unknown_state_is_fenced_unless_it_owns_nothing(owned: str | None) -> None:
+    h, epoch = unknown_member()
+    held = h.clients["a"].owned_tps() if owned else None
+    assert held != ()
+    response = h.send(member_id="a", member_epoch=epoch, topic_partitions=held)
+    assert (response.error.name, response.error_message) == ("fenced_member_epoch", UNKNOWN_STATE)
+
+
+def test_a_member_in_an_unknown_state_owning_nothing_goes_on() -> None:
+    h, epoch = unknown_member()
+    response = h.send(member_id="a", member_epoch=epoch, topic_partitions=())
+    assert response.error.name == "none"
