@@ -13,8 +13,10 @@ from coordinator.core.consumer.model import MemberState
 from coordinator.core.consumer.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupRegularExpressionKey,
 )
-from tests.core.test_consumer_support import Harness
+from coordinator.core.topics import TopicInfo
+from tests.core.test_consumer_support import Harness, topic_id
 
 UNKNOWN_STATE = (
     "The consumer group member is in a unknown state. The member must abandon all its "
@@ -56,3 +58,25 @@ def test_a_member_in_an_unknown_state_owning_nothing_goes_on() -> None:
     h, epoch = unknown_member()
     response = h.send(member_id="a", member_epoch=epoch, topic_partitions=())
     assert response.error.name == "none"
+
+
+def test_taking_up_a_regex_the_group_resolved_does_not_resolve_it_again() -> None:
+    """Only a regex new to the group is resolved at once; one the group resolved waits for a
+    topic change or the refresh interval (Kafka's maybeUpdateRegularExpressions)."""
+    h = Harness()
+    h.poll(h.client("a", topics=None, regex="pay.*"))
+    b = h.client("b")
+    h.settle()
+    h.round()
+    assert h.group.resolved_regexes["pay.*"].topics == frozenset({"payments"})
+    h.catalog.put(TopicInfo("payouts", topic_id(9), 2))  # not announced (no topic_changed)
+    written = len(h.records)
+    response = h.send(member_id="b", member_epoch=b.epoch, subscribed_topic_names=(),
+                      subscribed_topic_regex="pay.*", topic_partitions=b.owned_tps())  # fmt: skip
+    assert response.error.name == "none"
+    b.epoch, b.topics, b.regex = response.member_epoch, None, "pay.*"
+    h.round()
+    h.round()
+    assert not [r for r in h.records[written:]
+                if isinstance(r.key, ConsumerGroupRegularExpressionKey)]  # fmt: skip
+    assert h.group.resolved_regexes["pay.*"].topics == frozenset({"payments"})
