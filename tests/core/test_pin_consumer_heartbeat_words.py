@@ -2,13 +2,15 @@
 mutation` found them loose: a member at a non-zero epoch of a group that does not exist gets
 GROUP_ID_NOT_FOUND in Kafka's words, and a member whose state a record left unknown (a state
 byte this coordinator does not know) is fenced in Kafka's words unless its heartbeat says it
-owns nothing."""
+owns nothing; taking up a regex the group resolved does not resolve it again, and a bump for a
+changed subscription names that cause."""
 
 from __future__ import annotations
 
 import pytest
 
 from coordinator.core.consumer import ConsumerGroupRecord
+from coordinator.core.consumer.messages import GroupEpochBumped
 from coordinator.core.consumer.model import MemberState
 from coordinator.core.consumer.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -80,3 +82,15 @@ def test_taking_up_a_regex_the_group_resolved_does_not_resolve_it_again() -> Non
     assert not [r for r in h.records[written:]
                 if isinstance(r.key, ConsumerGroupRegularExpressionKey)]  # fmt: skip
     assert h.group.resolved_regexes["pay.*"].topics == frozenset({"payments"})
+
+
+def test_a_bump_for_a_changed_subscription_says_so() -> None:
+    h = Harness()
+    a = h.client("a")
+    h.settle()
+    h.events.clear()
+    response = h.send(member_id="a", member_epoch=a.epoch, subscribed_topic_names=("payments",),
+                      topic_partitions=a.owned_tps())  # fmt: skip
+    assert response.error.name == "none"
+    (bumped,) = [e for e in h.events if isinstance(e, GroupEpochBumped)]
+    assert (bumped.cause, bumped.member_id) == ("subscription_changed", "a")
