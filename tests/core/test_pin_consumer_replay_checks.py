@@ -3,7 +3,8 @@ IllegalStateException in ConsumerGroup and GroupMetadataManager.replay), pinned 
 mutation` found them loose: each tombstone that comes before the records it must follow is
 refused saying which, a partition is never given at an epoch at or below the one it is still
 held at, and a member's partition epochs are all released when it moves on, even after another
-member released one of its topics."""
+member released one of its topics; a current assignment read before its member record (as a
+compacted log can order them) makes the member."""
 
 from __future__ import annotations
 
@@ -113,3 +114,14 @@ def test_a_member_moving_on_releases_every_topic_it_held() -> None:
     assert groups["g"].current_partition_epoch(B, 0) == 3
     replay(groups, current("a", 6))  # a moves on with nothing: B-0 is released too
     assert groups["g"].current_partition_epoch(B, 0) == -1
+
+
+def test_a_current_assignment_read_before_its_member_record_makes_the_member() -> None:
+    """A compacted log keeps each key's last record only: a member whose subscription changed
+    after its last assignment has record 8 before record 5."""
+    groups: dict[str, ConsumerGroup] = {}
+    replay(groups, current("m", 4, TopicPartitions(A, (0, 1))))
+    replay(groups, member("m"))
+    (m,) = groups["g"].members.values()
+    assert (m.member_id, m.member_epoch, m.client_id) == ("m", 4, "c")
+    assert m.assigned_partitions == {A: frozenset({0, 1})}
