@@ -97,3 +97,24 @@ def test_a_tie_goes_to_the_first_configured_assignor_not_the_first_name() -> Non
     h.poll(h.client("b", assignor="range"))
     h.settle()
     assert h.group.preferred_server_assignor(h.config.assignors) == "range"
+
+
+def joined(h: Harness, member_id: str, names: tuple[str, ...], regex: str | None) -> None:
+    response = h.send(member_id=member_id, member_epoch=0, rebalance_timeout_ms=30_000,
+                      subscribed_topic_names=names, subscribed_topic_regex=regex,
+                      topic_partitions=())  # fmt: skip
+    assert response.error.name == "none"
+
+
+@pytest.mark.parametrize(("a_names", "b_regex"), [
+    (("audit",), "orders|payments"),  # a has names besides the regex all members share
+    ((), None),  # b subscribes to nothing: the regex's topics are not every member's
+])
+def test_one_regex_with_names_or_a_member_without_it_is_heterogeneous(
+    a_names: tuple[str, ...], b_regex: str | None
+) -> None:
+    """Kafka's subscriptionType: every topic must be subscribed by every member."""
+    h = Harness()
+    joined(h, "a", a_names, "orders|payments")
+    joined(h, "b", (), b_regex)
+    assert h.group.subscription_type() is SubscriptionType.HETEROGENEOUS
