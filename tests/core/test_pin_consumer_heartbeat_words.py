@@ -94,3 +94,22 @@ def test_a_bump_for_a_changed_subscription_says_so() -> None:
     assert response.error.name == "none"
     (bumped,) = [e for e in h.events if isinstance(e, GroupEpochBumped)]
     assert (bumped.cause, bumped.member_id) == ("subscription_changed", "a")
+
+
+@pytest.mark.parametrize(("timeout", "names"), [
+    (30_000, None),  # a rebalance timeout but no subscription
+    (-1, ("orders",)),  # a subscription but no rebalance timeout
+])
+def test_a_heartbeat_missing_a_field_of_a_full_request_gets_no_unchanged_assignment(
+    timeout: int, names: tuple[str, ...] | None
+) -> None:
+    """Kafka's consumerGroupHeartbeat sends the assignment on a join, when it changed, or on a
+    full request: rebalance timeout, subscription and owned partitions all present."""
+    h = Harness()
+    a = h.client("a")
+    h.settle()
+    kw = {"member_id": "a", "member_epoch": a.epoch, "topic_partitions": a.owned_tps()}
+    assert h.send(**kw, rebalance_timeout_ms=30_000, subscribed_topic_names=("orders",)
+                  ).assignment == a.owned_tps()  # fmt: skip
+    response = h.send(**kw, rebalance_timeout_ms=timeout, subscribed_topic_names=names)
+    assert (response.error.name, response.assignment) == ("none", None)
