@@ -42,6 +42,7 @@ _GROUP_PREFIXES = {
 }
 _RE2_FLAGS = frozenset("imsU-")
 _QUANTIFIERS = frozenset("*+?}")
+_BACKREFERENCE_DIGITS = frozenset("123456789")
 
 
 def unsupported_construct(regex: str) -> str | None:
@@ -51,9 +52,9 @@ def unsupported_construct(regex: str) -> str | None:
     while i < n:
         c = regex[i]
         if c == "\\":
-            nxt = regex[i + 1] if i + 1 < n else ""
+            nxt = regex[i + 1 : i + 2]  # "" for a trailing backslash: Python's error names it
             if not in_class:
-                if nxt in "123456789":
+                if nxt in _BACKREFERENCE_DIGITS:
                     return f"backreference \\{nxt}"
                 if nxt == "k":
                     return "named backreference \\k"
