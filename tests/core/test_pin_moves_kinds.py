@@ -80,3 +80,37 @@ def test_unloading_forgets_consumer_and_share_groups_and_their_pending_offsets()
     assert members(h) == {"stay": {"m2"}}
     assert h.core.state.txn_pending.drop_group("cg") == []
     assert [k.group_id for k in h.core.state.txn_pending.drop_group("stay")] == ["stay"]
+
+
+def _assigned_after(change: str) -> dict[str, set[int]]:
+    """A member of cg reading payments (2 partitions) and fresh (not a topic yet); then the
+    change, and two heartbeats 6 s apart (the second one brings the new assignment)."""
+    import uuid
+
+    from coordinator.core.topics import TopicInfo
+
+    h = Harness()
+    h.call(ConsumerGroupHeartbeat("cg", "m1", 0, rebalance_timeout_ms=5_000,
+                                  subscribed_topic_names=("payments", "fresh"),
+                                  topic_partitions=()))  # fmt: skip
+    payments = h.catalog.get("payments")
+    assert payments is not None
+    if change == "grown":
+        grown = TopicInfo("payments", payments.topic_id, 4)
+        h.absorb(h.core.topic_changed("payments", grown, h.now))
+    else:
+        h.absorb(h.core.declare_topics([TopicInfo("fresh", uuid.UUID(int=99), 3)], h.now))
+    names = {payments.topic_id: "payments", uuid.UUID(int=99): "fresh"}
+    assigned: dict[str, set[int]] = {}
+    for _ in range(2):
+        epoch = h.core.consumer.groups["cg"].members["m1"].member_epoch
+        response = h.call(ConsumerGroupHeartbeat("cg", "m1", epoch))
+        if response.assignment is not None:
+            assigned = {names[tp.topic_id]: set(tp.partitions) for tp in response.assignment}
+        h.now += 6_000
+    return assigned
+
+
+def test_a_consumer_group_sees_its_topics_change_at_its_next_heartbeats() -> None:
+    assert _assigned_after("grown") == {"payments": {0, 1, 2, 3}}
+    assert _assigned_after("declared") == {"payments": {0, 1}, "fresh": {0, 1, 2}}
