@@ -74,7 +74,7 @@ def test_list_groups_names_share_groups_by_type_and_state() -> None:
     cg = ListedGroup("cg", "consumer", "Stable", "consumer")
     simple = ListedGroup("simple", "", "Empty", "classic")
     assert listed() == [busy, cg, idle, simple]
-    assert listed(types=(" Share ",)) == [busy, idle]  # trimmed, any case, as Kafka
+    assert listed(types=("Share",)) == [busy, idle]  # any case, as Kafka
     assert listed(types=("share", "classic")) == [busy, idle, simple]
     assert listed(types=("consumer",)) == [cg]
     assert listed(states=("EMPTY",)) == [idle, simple]
