@@ -59,3 +59,24 @@ def test_a_downgrade_replaces_the_group_with_a_classic_one_that_rebalances() -> 
     assert written.value is not None and written.value.protocol_type == "consumer"
     assert written.value.current_state_timestamp_ms == c.state.wall(7)
     assert c.consumer.timers.deadline_of(TimerKind.SESSION, "g", clients[0].member_id) is None
+
+
+def test_the_migration_policy_allows_each_direction_on_its_own() -> None:
+    from tests.core.test_consumer_migration import Classic, reply
+
+    def downgraded(policy: str) -> bool:
+        c = core(policy)
+        consumer_join(c, "n1", 0)
+        Classic(c, "cl").rejoin(0)  # a classic member joins the consumer group
+        c.handle(1, ConsumerGroupHeartbeat("g", "n1", -1), 5)  # the last consumer member leaves
+        return "g" in c.state.groups and "g" not in c.consumer.groups
+
+    assert downgraded("downgrade") and downgraded("bidirectional")
+    assert not downgraded("upgrade") and not downgraded("disabled")
+    c = core("downgrade")
+    classic_group(c, 2)
+    cmd = ConsumerGroupHeartbeat("g", "n1", 0, rebalance_timeout_ms=20_000,
+                                 subscribed_topic_names=(T,), topic_partitions=())  # fmt: skip
+    refused = reply(c.handle(1, cmd, 5))
+    assert refused.error_message == (  # type: ignore[attr-defined]
+        "Cannot upgrade classic group g to consumer group because the online upgrade is disabled.")
