@@ -80,3 +80,15 @@ def test_the_migration_policy_allows_each_direction_on_its_own() -> None:
     refused = reply(c.handle(1, cmd, 5))
     assert refused.error_message == (  # type: ignore[attr-defined]
         "Cannot upgrade classic group g to consumer group because the online upgrade is disabled.")
+
+
+def test_a_classic_join_to_a_consumer_group_is_answered_under_its_request_and_timed() -> None:
+    from tests.core.test_consumer_migration import Classic
+
+    c = core()
+    consumer_join(c, "n1", 0)
+    fx = c.handle(9, Classic(c, "cl").join_cmd(), 1_234)
+    ((reply_to, _),) = fx.replies
+    assert reply_to == 9
+    started = [e for e in fx.events if isinstance(e, RebalanceStarted)]
+    assert [(e.group_id, e.now_ms) for e in started] == [("g", 1_234)]
