@@ -96,6 +96,9 @@ class Owners(Protocol):
     @property
     def worker_of(self) -> dict[str, int]: ...  # fleet address -> worker index
 
+    @property
+    def address(self) -> str: ...  # this member's own fleet address, host:port
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerNodes:
@@ -119,11 +122,22 @@ class WorkerNodes:
             part = parts[partition_for(group_id, len(parts))]
             if part.status in ("unassigned", "fenced"):
                 return None
-            if part.status == "remote" and part.owner:
+            if (
+                part.status == "remote"
+                and part.owner
+                and _host(part.owner) == _host(owners.address)
+            ):
+                # Only a worker of this host: the fleet may hold several hosts' workers, each
+                # with its own indexes, and another host's index names one of ours.
                 i = owners.worker_of.get(part.owner)
                 if i is not None and 0 <= i < len(self.ports):
                     return self.node(i)
         return self.node(self.index)
+
+
+def _host(address: str) -> str:
+    """The host of a fleet address, host:port (an IPv6 host in brackets)."""
+    return address.rpartition(":")[0]
 
 
 # Not under mutation testing to the end of the module: the inherited socket, held by

@@ -56,6 +56,7 @@ class Part:
 class Fleet:
     parts: list[Part]
     worker_of: dict[str, int]
+    address: str = "127.0.0.1:9000"
 
 
 @pytest.mark.parametrize(("me", "status", "owner_index", "named"), [

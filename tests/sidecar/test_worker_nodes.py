@@ -24,6 +24,7 @@ class Part:
 class Fleet:
     parts: list[Part] = field(default_factory=lambda: [Part() for _ in range(50)])
     worker_of: dict[str, int] = field(default_factory=dict)
+    address: str = "127.0.0.1:9000"  # this member's fleet address
 
 
 NODES = WorkerNodes(0, (7000, 7001), "127.0.0.1")
@@ -37,6 +38,7 @@ GROUP = "g"
     ("unassigned", None, {}, None),  # between owners: COORDINATOR_NOT_AVAILABLE, asked again
     ("fenced", None, {}, None),
     ("remote", "10.0.0.9:9094", {}, 0),  # a member that is not a worker of this host
+    ("remote", "10.0.0.9:9094", {"10.0.0.9:9094": 1}, 0),  # another host's worker 1: not ours
     ("remote", "127.0.0.1:9100", {"127.0.0.1:9100": 5}, 0),  # an index we have no port for
 ])
 def test_the_owner_node(status: str, owner: str | None, workers: dict[str, int],
