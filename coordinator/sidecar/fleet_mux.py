@@ -208,66 +208,67 @@ def _ignore(_: bytes | None) -> None:
     pass
 
 
-class Multiplexer:
-    """Sidecar-wide: the shared link to each fleet member (made at the first request for it,
-    made again at the next one after it failed)."""
+class MemberLinks:
+    """Links to fleet members by listener address, each made at the first request for it (the
+    requests that come meanwhile are queued), forgotten when it fails or closes (the next request
+    makes it again); a `LinkOwner`. A request is `link.send`'s arguments, its `Reply` third:
+    `reply(None)` when no link can be had. `Multiplexer` keeps the sidecar's shared links,
+    coordinator.sidecar.forward's `Router` a client connection's private ones."""
 
     def __init__(
         self,
         member: Callable[[Address], Broker],
         spawn: Callable[[Any], object],
+        make: Callable[[Broker], Link] = Link,
     ) -> None:
         self._member = member
         self._spawn = spawn
-        self._links: dict[Address, MuxLink] = {}
-        self._queued: dict[Address, list[tuple[bytes, int, Reply, int]]] = {}
+        self._make = make  # the kind of link (Broker.connect)
+        self._links: dict[Address, Link] = {}
+        self._queued: dict[Address, list[tuple[Any, ...]]] = {}
         self._closed = False
-        self._tags = 0
 
-    def tag(self) -> int:
-        """A client connection's tag (module docstring)."""
-        self._tags += 1
-        return self._tags % TAGS
-
-    def send(
-        self, address: Address, frame: bytes, correlation_id: int, reply: Reply, tag: int = 0
-    ) -> None:
+    def _via(self, address: Address, *request: Any) -> None:
+        """Send `request` on the link to `address`, or queue it until that link is made."""
         link = self._links.get(address)
         if link is not None:
-            link.send(frame, correlation_id, reply, tag)
+            link.send(*request)
             return
         queued = self._queued.get(address)
         if queued is None:
             if self._closed:
-                reply(None)
+                request[2](None)
                 return
             queued = self._queued[address] = []
             self._spawn(self._connect(address))
-        queued.append((frame, correlation_id, reply, tag))
+        queued.append(request)
 
     async def _connect(self, address: Address) -> None:
         member = self._member(address)
         try:
-            link = await member.connect(MuxLink)
+            link = await member.connect(self._make)
         except UpstreamUnavailable as exc:
             log.debug("cannot forward to %s: %s", member.label, exc)
-            for _, _, reply, _ in self._queued.pop(address, []):
-                reply(None)
+            for request in self._queued.pop(address, []):
+                request[2](None)
             return
         queued = self._queued.pop(address, [])
-        assert isinstance(link, MuxLink)
         if self._closed:
             link.close()
-            for _, _, reply, _ in queued:
-                reply(None)
+            for request in queued:
+                request[2](None)
             return
         link.owner = self
         self._links[address] = link
-        link.hello()
-        for frame, correlation_id, reply, tag in queued:
-            link.send(frame, correlation_id, reply, tag)
+        self._linked(link)
+        for request in queued:
+            link.send(*request)
 
-    # LinkOwner: forwarded group requests are small, and each client connection's are capped.
+    def _linked(self, link: Link) -> None:
+        """A new link, before the requests queued for it."""
+
+    # LinkOwner: forwarded group requests are small, and each client connection's are capped
+    # (connection.MAX_PENDING_REQUESTS), so a slow member does not pause its senders.
     def upstream_writable(self, writable: bool) -> None:
         pass
 
@@ -281,6 +282,33 @@ class Multiplexer:
         links, self._links = self._links, {}
         for link in links.values():
             link.close()
+
+
+class Multiplexer(MemberLinks):
+    """Sidecar-wide: the shared link to each fleet member (made at the first request for it,
+    made again at the next one after it failed)."""
+
+    def __init__(
+        self,
+        member: Callable[[Address], Broker],
+        spawn: Callable[[Any], object],
+    ) -> None:
+        super().__init__(member, spawn, MuxLink)
+        self._tags = 0
+
+    def tag(self) -> int:
+        """A client connection's tag (module docstring)."""
+        self._tags += 1
+        return self._tags % TAGS
+
+    def send(
+        self, address: Address, frame: bytes, correlation_id: int, reply: Reply, tag: int = 0
+    ) -> None:
+        self._via(address, frame, correlation_id, reply, tag)
+
+    def _linked(self, link: Link) -> None:
+        assert isinstance(link, MuxLink)
+        link.hello()
 
 
 class Unordered(deque["Slot"]):

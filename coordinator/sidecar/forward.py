@@ -55,7 +55,7 @@ from coordinator.serve.server import Connection, Server
 from coordinator.sidecar import fleet_mux
 from coordinator.sidecar.placement import LOCAL, UNKNOWN, Locator, Placement, Where
 from coordinator.sidecar.slots import LocalReply, SlotOwner
-from coordinator.sidecar.upstream import Broker, Link, UpstreamUnavailable
+from coordinator.sidecar.upstream import Broker
 from protocol import apis, codec, fastpath
 from protocol.codec import RequestHeader
 
@@ -288,7 +288,7 @@ class _Order:
         self.held: deque[tuple[bool, bytes, int, Reply]] = deque()
 
 
-class Router:
+class Router(fleet_mux.MemberLinks):
     """One client connection's group requests in a fleet, and its links to the other members."""
 
     def __init__(
@@ -298,11 +298,9 @@ class Router:
         self._server = server
         self._peers = peers
         self._from_peer = from_peer
-        self._links: dict[Address, Link] = {}
-        self._queued: dict[Address, list[tuple[bytes, int, Reply]]] = {}
+        super().__init__(peers.member, peers.spawn)  # its private links (fleet_mux.PRIVATE)
         self._orders: dict[Address, _Order] = {}
         self._tag = peers.shared.tag()  # on the shared links (coordinator.sidecar.fleet_mux)
-        self._closed = False
 
     def route(self, frame: bytes, locator: Locator, answer: Answer) -> None:
         """Route one group request `frame` (size prefix included); `answer` gets its response."""
@@ -580,51 +578,10 @@ class Router:
     def _send_private(
         self, address: Address, frame: bytes, correlation_id: int, reply: Reply
     ) -> None:
-        link = self._links.get(address)
-        if link is not None:
-            link.send(frame, correlation_id, reply)
-            return
-        queued = self._queued.get(address)
-        if queued is None:
-            queued = self._queued[address] = []
-            self._peers.spawn(self._connect(address))
-        queued.append((frame, correlation_id, reply))
-
-    async def _connect(self, address: Address) -> None:
-        member = self._peers.member(address)
-        try:
-            link = await member.connect()
-        except UpstreamUnavailable as exc:
-            log.debug("cannot forward to %s: %s", member.label, exc)
-            for _, _, reply in self._queued.pop(address, []):
-                reply(None)
-            return
-        queued = self._queued.pop(address, [])
-        if self._closed:
-            link.close()
-            for _, _, reply in queued:
-                reply(None)
-            return
-        link.owner = self
-        self._links[address] = link
-        for frame, correlation_id, reply in queued:
-            link.send(frame, correlation_id, reply)
-
-    # LinkOwner: forwarded group requests are small and bounded by the client connection's
-    # pending-request cap, so a slow member does not pause the client.
-    def upstream_writable(self, writable: bool) -> None:
-        pass
-
-    def upstream_lost(self, link: Link) -> None:
-        for address, held in list(self._links.items()):
-            if held is link:
-                del self._links[address]
+        self._via(address, frame, correlation_id, reply)
 
     def close(self) -> None:
         """The client connection closed: so do its links (what they still carry is answered to
         nobody; a member's parked JoinGroup sees the link go, as when a client disconnects)."""
-        self._closed = True
         self._orders.clear()  # what they held is answered to nobody
-        links, self._links = self._links, {}
-        for link in links.values():
-            link.close()
+        super().close()
