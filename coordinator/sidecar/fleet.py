@@ -219,6 +219,7 @@ class Fleet:
         # A dead member leaves the fleet group at once (coordinator.sidecar.fleet_watch).
         self.watch = PeerWatch(self._member_died, lambda: sidecar.peer_links.security)
         sidecar.locator = self
+        sidecar.owners = self
         server.ready_check = self.readiness
         server.fleet_status = self.status
 

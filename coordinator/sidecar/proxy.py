@@ -47,7 +47,7 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
@@ -152,6 +152,7 @@ class Sidecar:
         # A fleet (coordinator.sidecar.forward): where each group is answered, and the links to
         # the other members. None: a single sidecar answers every group itself.
         self.locator: Locator | None = None
+        self.owners: Owners | None = None  # the same fleet, as worker_nodes reads it
         # `serve --workers N`: the workers' own coordinator nodes (coordinator.sidecar.worker_nodes)
         self.workers: WorkerNodes | None = None
         self.peer_links = PeerLinks(self.spawn)
@@ -386,8 +387,7 @@ class Sidecar:
         default = self.coordinator()
         if self.workers is None or default is None:
             return default
-        owners = cast(Owners, self.locator) if hasattr(self.locator, "worker_of") else None
-        return self.workers.owner(group_id, owners)
+        return self.workers.owner(group_id, self.owners)
 
     def extra_brokers(self) -> list[BrokerAddress]:
         """Listed in Metadata and DescribeCluster answers besides the upstream's brokers: the
