@@ -564,7 +564,7 @@ async def test_an_unreachable_or_failing_owner_is_not_coordinator_and_the_client
 async def test_a_malformed_request_for_a_remote_group_closes_the_clients_connection(
     fleet: Any,
 ) -> None:
-    """Routed by its header and group id alone (forward._forwarded), a request whose body cannot
+    """Routed by its header and group id alone (forward._fast), a request whose body cannot
     be read still closes the client's connection, as a Kafka broker does, once the owner has
     refused it; it is never answered."""
     a, b = await fleet(), await fleet()
