@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 
 from .apis import (
+    APIS,
     CONSUMER_GROUP_HEARTBEAT,
     HEARTBEAT,
     JOIN_GROUP,
@@ -396,15 +397,38 @@ GROUP_FIRST: Final = frozenset(
 )
 
 
-def leading_group_id(data: bytes, offset: int, flexible: bool) -> str | None:
-    """The group id a GROUP_FIRST request's body opens with, `offset` being the body's start in
-    `data` (a compact string when `flexible`); None when unsure, as the fast paths above. Only
-    that field is read: the rest of the body is the general decoder's to judge."""
+# Each GROUP_FIRST API's (min version, max version, first flexible version or None).
+_GROUP_FIRST_SPECS: Final = {
+    key: (APIS[key].min_version, APIS[key].max_version, APIS[key].first_flexible)
+    for key in GROUP_FIRST
+}
+
+
+def group_first(data: bytes) -> tuple[int, int, str] | None:
+    """(api key, correlation id, group id) of one whole size-prefixed request frame `data` of a
+    GROUP_FIRST API at a version we offer, read from the header and the body's first field alone
+    (no header object, no client id string); None when it is anything else or when unsure
+    (header tagged fields included): the caller takes the general path, which judges it."""
+    if len(data) < _SIZE_AND_HEADER.size:
+        return None
+    size, key, version, correlation_id, client_id_len = _SIZE_AND_HEADER.unpack_from(data, 0)
+    spec = _GROUP_FIRST_SPECS.get(key)
+    if spec is None or size + 4 != len(data) or client_id_len < -1:
+        return None
+    low, high, first_flexible = spec
+    if not low <= version <= high:
+        return None
+    offset = _SIZE_AND_HEADER.size + max(client_id_len, 0)
     try:
-        group_id, _ = _compact_string(data, offset) if flexible else _string(data, offset)
+        if first_flexible is not None and version >= first_flexible:
+            if data[offset] != 0:  # header tagged fields: the general path's
+                return None
+            group_id, _ = _compact_string(data, offset + 1)
+        else:
+            group_id, _ = _string(data, offset)
     except (_Unsure, struct.error, IndexError, UnicodeDecodeError):
         return None
-    return group_id
+    return key, correlation_id, group_id
 
 
 class _Unsure(Exception):

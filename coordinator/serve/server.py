@@ -486,16 +486,24 @@ class Server:
 
     def fast_heartbeat(self, conn: Connection, fields: fastpath.HeartbeatFields) -> bool:
         """Answer a Heartbeat parsed by the fast path; False = take the general path."""
+        data = self.heartbeat_frame(conn, fields)
+        if data is None:
+            return False
+        conn.write(data)
+        return True
+
+    def heartbeat_frame(self, conn: Any, fields: fastpath.HeartbeatFields) -> bytes | None:
+        """The answer to a Heartbeat the fast path parsed, from `conn` (its `peer`, for the
+        trace); None without a runtime (the general path then). A fleet member's too."""
         runtime = self.runtime
         if runtime is None:
-            return False
+            return None
         version, correlation_id, group_id, generation_id, member_id, instance_id = fields
         if trace.ENABLED:
             trace.read(conn.peer, _HEARTBEAT, version, correlation_id)
         command = Heartbeat(group_id, generation_id, member_id, instance_id)
         result = self._heartbeat(runtime, command)
-        conn.write(codec.heartbeat_response_frame(version, correlation_id, result.error))
-        return True
+        return codec.heartbeat_response_frame(version, correlation_id, result.error)
 
     def fast_consumer_beat(self, conn: Connection, beat: fastpath.ConsumerHeartbeatFields) -> None:
         """Into the core as `_group_api` would, from the fast path's parse (KIP-848's beat),

@@ -12,8 +12,10 @@ member; the member it reached routes it by `Locator.locate(group_id)`:
   unchanged but for the correlation id of the shared link (coordinator.sidecar.fleet_mux).
   A request of one group whose body opens with the group id (Heartbeat, OffsetCommit,
   Join/Sync/LeaveGroup, ConsumerGroupHeartbeat) is routed from its header and group id alone
-  when no ACLs are on (`_forwarded`): the owner decodes the body, and a body it cannot read
-  closes the client's connection once the owner has refused it (`fleet_mux.refusal`).
+  when no ACLs are on (`_fast`): the owner decodes the body, and a body it cannot read
+  closes the client's connection once the owner has refused it (`fleet_mux.refusal`). A
+  Heartbeat of a group this member owns (from a client, or forwarded by a member) is answered
+  by the server's fast path, as a standalone server's (`_answer_fast`).
 
 Invariants:
 - Per owner address, one link shared by every client connection (coordinator.sidecar.fleet_mux:
@@ -307,7 +309,7 @@ class Router(fleet_mux.MemberLinks):
         server = self._server
         t0 = server.stats.clock() if server.stats is not None else 0
         gate = server.gate
-        if gate is None and not self._from_peer and self._forwarded(frame, locator, t0, answer):
+        if (gate is None or self._from_peer) and self._fast(frame, locator, t0, answer):
             return
         try:
             header, request = codec.decode_request(frame[4:])
@@ -357,23 +359,21 @@ class Router(fleet_mux.MemberLinks):
         for index, part in enumerate(parts):
             self._part(part, header, t0, gather.sink(index))
 
-    def _forwarded(self, frame: bytes, locator: Locator, t0: int, answer: Answer) -> bool:
-        """A request of one group that another member owns, sent there as it came: found from the
-        header and the group id alone (`fastpath.leading_group_id`), without decoding the body,
-        which the owner does. (Half a forwarded heartbeat's cost here was that decode.) False:
-        anything else, left to `route`'s general path."""
-        try:
-            header, offset = codec.parse_request_header(frame[4:])
-        except codec.DecodeError:
+    def _fast(self, frame: bytes, locator: Locator, t0: int, answer: Answer) -> bool:
+        """A request of one group found from its header and group id alone
+        (`fastpath.group_first`), without a header object or decoding the body: sent as it came
+        when another member owns the group (the owner decodes it); when this member owns it, a
+        Heartbeat is answered as a standalone server's fast path answers it (`_answer_fast`).
+        False: anything else, left to `route`'s general path. Only where no ACLs are judged here
+        (no gate, or a request from a member)."""
+        found = fastpath.group_first(frame)
+        if found is None:
             return False  # the general path answers or closes
-        if header.api_key not in fastpath.GROUP_FIRST:
-            return False
-        flexible = apis.APIS[header.api_key].flexible(header.api_version)
-        group_id = fastpath.leading_group_id(frame, 4 + offset, flexible)
-        if group_id is None:
-            return False
+        api_key, correlation_id, group_id = found
         where = locator.locate(group_id)
-        if where.placement is not Placement.REMOTE or where.address is None:
+        if where.placement is Placement.LOCAL:
+            return self._answer_fast(api_key, frame, answer)
+        if where.placement is not Placement.REMOTE or where.address is None or self._from_peer:
             return False
 
         def relay(response: bytes | None) -> None:
@@ -383,14 +383,27 @@ class Router(fleet_mux.MemberLinks):
             # No answer (rare): the body decoded now, for the error's fields; one the owner could
             # not read closes the client's connection, as `route`'s decode would have at once.
             try:
-                _, request = codec.decode_request(frame[4:])
+                header, request = codec.decode_request(frame[4:])
             except codec.DecodeError as exc:
                 self._client.abort(f"malformed request: {exc}")
                 return
             context = adapters.error_context(header, request)
             answer(self._error(header, context, _NOT_COORDINATOR, t0))
 
-        self._send(where.address, frame, header.correlation_id, relay)
+        self._send(where.address, frame, correlation_id, relay)
+        return True
+
+    def _answer_fast(self, api_key: int, frame: bytes, answer: Answer) -> bool:
+        """A Heartbeat of a group this member owns, answered as the server's own listener's fast
+        path answers it (protocol.fastpath); False when the fast parse is unsure."""
+        if api_key != apis.HEARTBEAT:
+            return False
+        server = self._server
+        fields = fastpath.parse_heartbeat(frame, server.options.max_frame_bytes)
+        data = None if fields is None else server.heartbeat_frame(self._client, fields)
+        if data is None:
+            return False
+        answer(data)
         return True
 
     def _whole(

@@ -389,7 +389,7 @@ def test_a_failed_fast_commit_gets_every_partition_the_error() -> None:
     ] == [("t", [(0, ErrorCode.not_coordinator), (3, ErrorCode.not_coordinator)])]
 
 
-# ---- the group id a forwarded request is routed by (coordinator.sidecar.forward._forwarded) ----
+# ---- the group id a request is routed by in a fleet (coordinator.sidecar.forward._fast) ----
 
 GROUP_FIRST_VERSIONS = [
     (api_key, version)
@@ -398,26 +398,37 @@ GROUP_FIRST_VERSIONS = [
 ]
 
 
+def sized(frame: bytes) -> bytes:
+    return struct.pack(">i", len(frame)) + frame
+
+
 @pytest.mark.parametrize(("api_key", "version"), GROUP_FIRST_VERSIONS)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_leading_group_id_agrees_with_kio(api_key: int, version: int, data: st.DataObject) -> None:
+@given(data=st.data(), client_id=st.none() | st.text(max_size=20))
+def test_group_first_agrees_with_kio(
+    api_key: int, version: int, data: st.DataObject, client_id: str | None
+) -> None:
     request: Any = data.draw(st.from_type(apis.request_class(api_key, version)))
-    frame = request_frame(api_key, version, write(request))
-    _, offset = codec.parse_request_header(frame)
-    flexible = apis.is_flexible(api_key, version)
-    got = fastpath.leading_group_id(frame, offset, flexible)
-    if flexible and len(request.group_id.encode()) >= 127:
+    frame = sized(request_frame(api_key, version, write(request), 1234, client_id))
+    got = fastpath.group_first(frame)
+    if apis.is_flexible(api_key, version) and len(request.group_id.encode()) >= 127:
         assert got is None  # a long compact string: the general path's
     else:
-        assert got == request.group_id
+        assert got == (api_key, 1234, request.group_id)
 
 
-def test_leading_group_id_is_none_for_a_cut_frame() -> None:
-    frame = request_frame(HEARTBEAT, 2, struct.pack(">h", 5) + b"gr")
-    _, offset = codec.parse_request_header(frame)
-    assert fastpath.leading_group_id(frame, offset, False) is None
-    assert fastpath.leading_group_id(frame, len(frame), True) is None
+def test_group_first_leaves_the_rest_to_the_general_path() -> None:
+    body = struct.pack(">h", 2) + b"gr"
+    assert fastpath.group_first(sized(request_frame(HEARTBEAT, 2, body))) == (HEARTBEAT, 7, "gr")
+    cut = sized(request_frame(HEARTBEAT, 2, struct.pack(">h", 5) + b"gr"))
+    assert fastpath.group_first(cut) is None  # the group id runs past the end
+    assert fastpath.group_first(sized(request_frame(HEARTBEAT, 2, body))[:-1]) is None  # size
+    assert fastpath.group_first(sized(request_frame(HEARTBEAT, 5, body))) is None  # not offered
+    assert fastpath.group_first(sized(request_frame(apis.OFFSET_FETCH, 1, body))) is None
+    tagged = bytearray(sized(request_frame(HEARTBEAT, 4, b"\x03gr")))
+    assert fastpath.group_first(bytes(tagged)) == (HEARTBEAT, 7, "gr")
+    tagged[-4] = 1  # the header's tagged fields: one (the general path skips them)
+    assert fastpath.group_first(bytes(tagged)) is None
 
 
 # -- ConsumerGroupHeartbeat responses --------------------------------------------------------------

@@ -564,7 +564,7 @@ async def test_an_unreachable_or_failing_owner_is_not_coordinator_and_the_client
 async def test_a_malformed_request_for_a_remote_group_closes_the_clients_connection(
     fleet: Any,
 ) -> None:
-    """Routed by its header and group id alone (forward._forwarded), a request whose body cannot
+    """Routed by its header and group id alone (forward._fast), a request whose body cannot
     be read still closes the client's connection, as a Kafka broker does, once the owner has
     refused it; it is never answered."""
     a, b = await fleet(), await fleet()
@@ -738,3 +738,68 @@ async def test_share_group_requests_are_answered_by_the_groups_owner(fleet: Any)
         client.close()
     assert set(b.server.core.share.groups) == {"there"}
     assert set(a.server.core.share.groups) == {"here"}
+
+
+def with_header_tag(frame: bytes) -> bytes:
+    """A flexible request `frame` (size included) with one tagged field in its header: the
+    general path skips it; no fast path reads such a frame (protocol.fastpath)."""
+    client_id_len = struct.unpack_from(">h", frame, 12)[0]
+    at = 14 + max(client_id_len, 0)
+    assert frame[at] == 0  # no tagged fields yet
+    tagged = frame[4:at] + b"\x01\x00\x01x" + frame[at + 1 :]  # one: tag 0, one byte
+    return struct.pack(">i", len(tagged)) + tagged
+
+
+async def test_the_fast_paths_answer_as_the_general_path(fleet: Any) -> None:
+    """A Heartbeat, OffsetCommit and ConsumerGroupHeartbeat routed by their group id alone
+    (forward._fast: forwarded by `a` undecoded; a Heartbeat, forwarded or sent to `b` itself,
+    answered by the owner server's fast path) get, byte for byte, the answers the same requests
+    get on the general path (kio's decode on both members, chosen here by a tagged field in the
+    request header)."""
+    a, b = await fleet(), await fleet()
+    a.table.where["x"] = a.table.where["y"] = b.owner
+    b.table.where["x"] = b.table.where["y"] = LOCAL
+    via_a, at_b = await RawClient.connect(a.port), await RawClient.connect(b.port)
+    try:
+        generation, member = await join(via_a, "x")
+
+        def beat(generation_id: int, member_id: str) -> Any:
+            return kio(12, 4, "HeartbeatRequest", group_id="x", generation_id=generation_id,
+                       member_id=member_id, group_instance_id=None)  # fmt: skip
+
+        part = kio(
+            8, 9, "OffsetCommitRequestPartition",
+            partition_index=2, committed_offset=5, committed_leader_epoch=-1,
+            committed_metadata="m",
+        )  # fmt: skip
+        topic = kio(8, 9, "OffsetCommitRequestTopic", name=TOPIC, partitions=(part,))
+
+        def commit9(generation_id: int, member_id: str) -> Any:
+            return kio(8, 9, "OffsetCommitRequest", group_id="x",
+                       generation_id_or_member_epoch=generation_id, member_id=member_id,
+                       group_instance_id=None, topics=(topic,))  # fmt: skip
+
+        unknown_848 = kio(
+            68, 0, "ConsumerGroupHeartbeatRequest",
+            group_id="y", member_id="nobody", member_epoch=3, instance_id=None, rack_id=None,
+            rebalance_timeout=-1 * MS, subscribed_topic_names=None, server_assignor=None,
+            topic_partitions=None,
+        )  # fmt: skip
+        requests = [
+            beat(generation, member),
+            beat(generation + 1, member),  # ILLEGAL_GENERATION
+            beat(generation, "nobody"),  # UNKNOWN_MEMBER_ID
+            commit9(generation, member),
+            commit9(-1, ""),  # a simple commit
+            unknown_848,  # UNKNOWN_MEMBER_ID
+        ]
+        for client in (via_a, at_b):
+            for entity in requests:
+                _, frame = client.frame(entity)
+                client.writer.write(frame + with_header_tag(frame))
+                fast, general = await client.receive(), await client.receive()
+                assert fast == general, entity
+                assert fast[4:8] == frame[8:12]  # the client's correlation id
+    finally:
+        via_a.close()
+        at_b.close()
