@@ -84,12 +84,12 @@ def holdable(coord: ConsumerGroupCoordinator, req: ConsumerGroupHeartbeat) -> bo
     member = group.members.get(req.member_id)
     if member is None or member.member_epoch != req.member_epoch or member.classic is not None:
         return False
+    if not _waiting(coord, group, member):  # first: most beats are steady ones
+        return False
     if updated_member(member, req) is not member:  # a subscription or configuration change
         return False
     owned = req.topic_partitions
-    if owned is not None and not _same(owned, member.assigned_partitions):
-        return False
-    return _waiting(coord, group, member)
+    return owned is None or _same(owned, member.assigned_partitions)
 
 
 def _waiting(
@@ -100,6 +100,11 @@ def _waiting(
     its target and the group's next one is paced."""
     if member.state not in _PLAIN or member.member_epoch > group.assignment_epoch:
         return False
+    paced = group.group_epoch > group.assignment_epoch and coord.timers.scheduled(
+        TimerKind.ASSIGNMENT, group.group_id, ""
+    )
+    if member.state is MemberState.STABLE and member.member_epoch == group.assignment_epoch:
+        return paced  # it has its target (the steady beat: answered at once unless paced)
     target = group.target_assignment.get(member.member_id, EMPTY_PARTITIONS)
     assigned = member.assigned_partitions
     unreleased = False
@@ -112,10 +117,7 @@ def _waiting(
             if group.current_partition_epoch(topic_id, p) == -1:
                 return False  # free: its beat picks it up
             unreleased = True
-    return unreleased or (
-        group.group_epoch > group.assignment_epoch
-        and coord.timers.scheduled(TimerKind.ASSIGNMENT, group.group_id, "")
-    )
+    return unreleased or paced
 
 
 def _same(owned: tuple[TopicPartitions, ...], assigned: PartitionMap) -> bool:
