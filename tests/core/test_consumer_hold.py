@@ -125,8 +125,12 @@ def test_a_member_waiting_for_its_paced_target_is_held_until_the_target_is_compu
     h.poll(h.client("b"))  # inside the interval: the target waits for the pacer's timer
     assert h.group.group_epoch > h.group.assignment_epoch
     assert holdable(h.core, plain(h, a))
+    # Due in 1 s, after the beat's deadline: held for nothing, it would only come back later.
+    assert hold_deadline_ms(h.core, plain(h, a), h.clock.now) is None
+    h.clock.now += 1_000 - INTERVAL_MS // 2  # now due by the deadline
+    assert hold_deadline_ms(h.core, plain(h, a), h.clock.now) == h.clock.now + INTERVAL_MS // 2
     mark = len(h.records)
-    h.advance(1_000)  # the timer computes the target
+    h.advance(INTERVAL_MS // 2)  # the timer computes the target
     assert "g" in woken_groups(r.key for r in h.records[mark:])
     assert not holdable(h.core, plain(h, a))  # it has partitions to revoke now
 

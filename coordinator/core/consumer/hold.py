@@ -66,7 +66,7 @@ def hold_deadline_ms(
     arrived in time must not be fenced because it was held (a client silent for most of its
     session timeout)."""
     hold = coord.config.heartbeat_interval_ms // 2
-    if hold <= 0 or not holdable(coord, req):
+    if hold <= 0 or not holdable(coord, req, now_ms + hold):
         return None
     session = coord.timers.deadline_of(TimerKind.SESSION, req.group_id, req.member_id)
     if session is None or session - now_ms <= 2 * hold:
@@ -74,8 +74,13 @@ def hold_deadline_ms(
     return now_ms + hold
 
 
-def holdable(coord: ConsumerGroupCoordinator, req: ConsumerGroupHeartbeat) -> bool:
-    """Whether `req`, processed now, would only tell a waiting member "nothing yet"."""
+def holdable(
+    coord: ConsumerGroupCoordinator, req: ConsumerGroupHeartbeat, until_ms: int | None = None
+) -> bool:
+    """Whether `req`, processed now, would only tell a waiting member "nothing yet". `until_ms`:
+    the deadline it would be held to; a member waiting only for its group's paced target is held
+    only if the target is due by then (a beat held to its deadline for nothing answers half an
+    interval late, and its member's next beat comes that much later)."""
     if req.member_epoch <= 0:  # a join (0) or a leave (-1, -2)
         return False
     group = coord.groups.get(req.group_id)
@@ -84,7 +89,7 @@ def holdable(coord: ConsumerGroupCoordinator, req: ConsumerGroupHeartbeat) -> bo
     member = group.members.get(req.member_id)
     if member is None or member.member_epoch != req.member_epoch or member.classic is not None:
         return False
-    if not _waiting(coord, group, member):  # first: most beats are steady ones
+    if not _waiting(coord, group, member, until_ms):  # first: most beats are steady ones
         return False
     if updated_member(member, req) is not member:  # a subscription or configuration change
         return False
@@ -93,16 +98,20 @@ def holdable(coord: ConsumerGroupCoordinator, req: ConsumerGroupHeartbeat) -> bo
 
 
 def _waiting(
-    coord: ConsumerGroupCoordinator, group: ConsumerGroup, member: ConsumerGroupMember
+    coord: ConsumerGroupCoordinator,
+    group: ConsumerGroup,
+    member: ConsumerGroupMember,
+    until_ms: int | None,
 ) -> bool:
     """Processing the member's beat now would revoke nothing and hand it nothing: every
     partition its target adds is held by another member (there is at least one), or it has
     its target and the group's next one is paced."""
     if member.state not in _PLAIN or member.member_epoch > group.assignment_epoch:
         return False
-    paced = group.group_epoch > group.assignment_epoch and coord.timers.scheduled(
-        TimerKind.ASSIGNMENT, group.group_id, ""
-    )
+    paced = False
+    if group.group_epoch > group.assignment_epoch:
+        due_ms = coord.timers.deadline_of(TimerKind.ASSIGNMENT, group.group_id, "")
+        paced = due_ms is not None and (until_ms is None or due_ms <= until_ms)
     if member.state is MemberState.STABLE and member.member_epoch == group.assignment_epoch:
         return paced  # it has its target (the steady beat: answered at once unless paced)
     target = group.target_assignment.get(member.member_id, EMPTY_PARTITIONS)
