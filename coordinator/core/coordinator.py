@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from coordinator.core import expiry, loading, topic_watch, txn_offsets
-from coordinator.core.consumer import ConsumerGroupCoordinator
+from coordinator.core.consumer import ConsumerGroupCoordinator, hold
 from coordinator.core.consumer.messages import ConsumerGroupDescribe, ConsumerGroupHeartbeat
 from coordinator.core.effects import AnyCommand, CoordinatorConfig, Effects, MemberIdFactory
 from coordinator.core.group import ClassicGroup, GroupSnapshot
@@ -186,6 +186,17 @@ class GroupCoordinator:
         if state.timers.retention_seq == 0 and not state.loading:
             expiry.arm_retention(state, now_ms)
         HANDLERS[type(command)](state, reply_to, command, now_ms, fx)
+
+    def hold_deadline_ms(self, command: ConsumerGroupHeartbeat, now_ms: int) -> int | None:
+        """Until when the shell may hold this beat back; None: process it now
+        (coordinator.core.consumer.hold)."""
+        if self.state.loading:
+            return None
+        return hold.hold_deadline_ms(self.state.consumer, command, now_ms)
+
+    def holdable(self, command: ConsumerGroupHeartbeat) -> bool:
+        """Whether a held beat still only waits (coordinator.core.consumer.hold)."""
+        return not self.state.loading and hold.holdable(self.state.consumer, command)
 
     def expire(self, now_ms: int) -> Effects:
         """Fire every timer whose deadline is <= now_ms (the classic groups', then the

@@ -135,6 +135,9 @@ class Runtime:
         # ...and the records of each batch, for the sidecar to see share assignments as they
         # are made (it starts the assigned share partitions then, as Kafka initializes them).
         self.on_records: Callable[[list[Record]], None] | None = None
+        # ...and every applied batch's records, for the held consumer beats they may wake
+        # (coordinator.serve.beat_hold).
+        self.after_apply: Callable[[list[Record]], None] | None = None
         journal.on_durable(self._durable_advanced)
 
     def now_ms(self) -> int:
@@ -189,6 +192,8 @@ class Runtime:
             else:
                 self._release(effects.replies)
         self._rearm()
+        if self.after_apply is not None:
+            self.after_apply(effects.records)
 
     def _release(self, replies: list[tuple[int, AnyResult]]) -> None:
         respond = self._respond

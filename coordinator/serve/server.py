@@ -40,6 +40,7 @@ from coordinator.core.messages import (
 from coordinator.core.topics import TopicCatalog, TopicInfo
 from coordinator.security.sasl import credentials_from
 from coordinator.serve import adapters, addresses, consumer_adapters, share_refusal, trace
+from coordinator.serve.beat_hold import BeatHold, HeldBeat
 from coordinator.serve.journal import DiskJournal
 from coordinator.serve.lifecycle import OncePerKey
 from coordinator.serve.listener import Listening, start_listener
@@ -95,6 +96,7 @@ class Connection(asyncio.Protocol):
         "_unread",
         "client_host",
         "fetch_timer",
+        "held_beat",
     )
     _fast = True  # the Heartbeat/OffsetCommit fast paths; a secure connection has none
 
@@ -111,6 +113,7 @@ class Connection(asyncio.Protocol):
         self._unread = False  # the client is not reading its responses (pause_writing)
         self.client_host = "/unknown"
         self.fetch_timer: asyncio.TimerHandle | None = None
+        self.held_beat: HeldBeat | None = None  # coordinator.serve.beat_hold
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
@@ -124,6 +127,8 @@ class Connection(asyncio.Protocol):
         self._server.connections_accepted += 1
 
     def data_received(self, data: bytes) -> None:
+        if self.held_beat is not None:  # a request behind a held beat: the beat goes now
+            self._server.beat_hold.now(self)
         frames = self._frames
         if frames is None and not self._busy:
             # Nothing in flight and nothing buffered, so answering at once keeps responses in
@@ -170,6 +175,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._server.connections.discard(self)
+        self._server.beat_hold.drop(self)
         if self.fetch_timer is not None:
             self.fetch_timer.cancel()
             self.fetch_timer = None
@@ -197,8 +203,7 @@ class Connection(asyncio.Protocol):
     def _pump(self) -> None:
         if self._pumping:
             # Called from `send` inside the loop below (a request answered synchronously): the
-            # loop goes on. Recursing instead overflowed the stack on a few hundred pipelined
-            # requests.
+            # loop goes on. Recursing overflowed the stack on a few hundred pipelined requests.
             return
         frames = self._frames
         self._pumping = True
@@ -306,6 +311,7 @@ class Server:
         self._pending: dict[int, tuple[Connection, RequestHeader, object, int]] = {}
         # The fast path's commits and consumer beats, for _submit_commits.
         self._commits: list[tuple[int, AnyCommand]] = []
+        self.beat_hold = BeatHold(lambda: self.core, self._held_beat_due)
         # Requests that read the topic catalog, held while the log loads (`_after_load`).
         self._held: list[tuple[Route, Connection, RequestHeader, Any, int]] = []
         self._new_member_id = new_member_id
@@ -365,6 +371,7 @@ class Server:
             on_write_failure=self._on_write_failure,
             loop=loop,
         )
+        self.runtime.after_apply = self.beat_hold.wake
         self.core.loading = True
         context = self.options.security.ssl_context
         if context is None:
@@ -414,13 +421,12 @@ class Server:
         self, handler: Route, conn: Connection, header: RequestHeader, request: Any, t0: int
     ) -> bool:
         """True (and `handler` runs once the log is loaded) while it loads. The topic catalog is
-        complete only then: the declared topics come first and the log's changes to them (an
-        admin grew or created a topic) later, so a Metadata answered meanwhile can show fewer
-        partitions than a client saw before a restart, and its leader assigns only those (seen
-        with aiokafka after a kill -9). Kafka's brokers read their metadata log before they
-        listen; this server listens at once, for the group APIs' COORDINATOR_LOAD_IN_PROGRESS,
-        so the catalog's readers wait instead. One request is in flight per connection, so
-        holding one keeps the responses in order."""
+        complete only then (the log's changes come after the declared topics): a Metadata
+        answered meanwhile can show fewer partitions than a client saw before a restart, and
+        its leader assigns only those (seen with aiokafka after a kill -9). Kafka's brokers read
+        their metadata log before they listen; this server listens at once (for the group APIs'
+        COORDINATOR_LOAD_IN_PROGRESS), so the catalog's readers wait. One request is in flight
+        per connection, so holding one keeps the responses in order."""
         if not self.core.loading:
             return False
         self._held.append((handler, conn, header, request, t0))
@@ -431,10 +437,9 @@ class Server:
             self._recovering = asyncio.get_running_loop().create_task(self._recover())
 
     async def _recover(self) -> None:
-        """After a failed write the log refuses appends and the in-memory state may be ahead of
-        it. Retry the disk with backoff; once it is healthy, rebuild the core from the log, as a
-        Kafka coordinator does when its partition moves: parked requests get NOT_COORDINATOR and
-        clients rediscover the coordinator (this server) and rejoin."""
+        """After a failed write (the log refuses appends; memory may be ahead of it): retry the
+        disk with backoff, then rebuild the core from the log, as a Kafka coordinator does when
+        its partition moves (parked requests get NOT_COORDINATOR; clients rediscover, rejoin)."""
         if not isinstance(self.journal, DiskJournal):
             return
         delay = 0.1
@@ -458,10 +463,9 @@ class Server:
 
     async def stop(self, drain_timeout_s: float | None = None) -> None:
         """Graceful stop (uvicorn's order): stop accepting; release the replies held for
-        durability (waiting up to `drain_timeout_s`); answer whatever is still parked (JoinGroup/
-        SyncGroup waiting in the core, replies whose records are not durable yet) with
-        NOT_COORDINATOR, on which clients re-discover the coordinator (docs/protocol.md §9.1); then
-        close the connections, after their queued writes."""
+        durability (up to `drain_timeout_s`); answer what is still parked with NOT_COORDINATOR,
+        on which clients re-discover the coordinator (docs/protocol.md §9.1); close the
+        connections after their queued writes."""
         if self._server is not None:
             self._server.close()
         if self._recovering is not None:
@@ -470,6 +474,7 @@ class Server:
             with contextlib.suppress(TimeoutError):  # shield: a late fsync still releases
                 await asyncio.wait_for(asyncio.shield(self.runtime.drain()), drain_timeout_s)
             self.runtime.close()
+        self.beat_hold.close()
         for reply_to in list(self._pending):
             self._fail(reply_to, RuntimeError("shutting down"))
         for conn in list(self.connections):
@@ -506,26 +511,30 @@ class Server:
         return codec.heartbeat_response_frame(version, correlation_id, result.error)
 
     def fast_consumer_beat(self, conn: Connection, beat: fastpath.ConsumerHeartbeatFields) -> None:
-        """Into the core as `_group_api` would, from the fast path's parse (KIP-848's beat),
-        batched with the pass's commits (`fast_offset_commit`): a forming group's beats each
-        write a record or two; one append and one timer re-arm per pass cost less."""
+        """Into the core as `_group_api` would (KIP-848's beat), batched with the pass's commits
+        (`fast_offset_commit`): one append and one timer re-arm per pass, not per beat."""
         assert self.runtime is not None  # data_received takes the fast path only with one
         header, command = consumer_adapters.fast_command(beat, conn.client_host)
-        self._into_batch(self.runtime, conn, header, None, command)
+        t0 = self.stats.clock() if self.stats is not None else 0
+        if not self.beat_hold.park(conn, header, command, t0):  # a waiting member's beat waits
+            self._into_batch(self.runtime, conn, header, None, command, t0)
+
+    def _held_beat_due(self, held: HeldBeat) -> None:
+        conn = cast(Connection, held.conn)
+        if self.runtime is not None and not conn.closed:
+            self._into_batch(self.runtime, conn, held.header, None, held.command, held.t0)
 
     def fast_offset_commit(
         self, conn: Connection, header: RequestHeader, command: OffsetCommit
     ) -> bool:
         """Take an OffsetCommit parsed by the fast path, as `dispatch` would have after kio and
-        the adapter; False = take the general path.
-
-        The commits read in one pass of the loop go into the core together, after the pass
-        (`_submit_commits`): one Effects, one log append, one held entry for their replies,
-        instead of one of each per commit. They would all wait for the same fsync anyway; the
-        batch only saves the loop's bookkeeping, about a tenth of a commit's cost."""
+        the adapter; False = take the general path. The commits of one pass of the loop go into
+        the core together (`_submit_commits`): one Effects, one append, one held entry for their
+        replies; that saves about a tenth of a commit's cost."""
         if self.runtime is None:
             return False
-        self._into_batch(self.runtime, conn, header, command, command)  # the command: context
+        t0 = self.stats.clock() if self.stats is not None else 0
+        self._into_batch(self.runtime, conn, header, command, command, t0)  # command: context
         return True
 
     def _into_batch(
@@ -535,9 +544,9 @@ class Server:
         header: RequestHeader,
         context: object,
         command: AnyCommand,
+        t0: int,
     ) -> None:
         """Queue a fast-path request for `_submit_commits`, after this pass of the loop."""
-        t0 = self.stats.clock() if self.stats is not None else 0
         if trace.ENABLED:
             trace.read(conn.peer, *astuple(header))
         reply_to = runtime.new_reply_to()

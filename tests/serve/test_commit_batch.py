@@ -107,15 +107,6 @@ async def test_a_failing_batch_closes_its_connections_and_the_server_goes_on(
         assert await fresh.commit("g", "orders", {0: 2}) == {0: 0}
 
 
-async def _consumer_beat(conn: RawConn, body: bytes) -> wire.ConsumerHeartbeatResponse:
-    conn.correlation += 1
-    conn.writer.write(wire.flexible_frame(wire.CONSUMER_GROUP_HEARTBEAT, 0, body, conn.correlation))
-    head = await asyncio.wait_for(conn.reader.readexactly(4), 10)
-    data = await asyncio.wait_for(conn.reader.readexactly(int.from_bytes(head, "big")), 10)
-    assert int.from_bytes(data[:4], "big") == conn.correlation
-    return wire.decode_consumer_group_heartbeat_v0(data[4:])
-
-
 async def test_concurrent_consumer_heartbeats_are_batched_answered_once_and_durable(
     tmp_path: Path,
 ) -> None:
@@ -125,7 +116,7 @@ async def test_concurrent_consumer_heartbeats_are_batched_answered_once_and_dura
         join = wire.consumer_group_heartbeat_v0(
             "cg", "", 0, rebalance_timeout_ms=60_000, topics=["orders"], owned=()
         )
-        answers = await asyncio.gather(*(_consumer_beat(c, join) for c in conns))
+        answers = await asyncio.gather(*(c.consumer_beat(join) for c in conns))
         assert [a.error_code for a in answers] == [0] * COMMITTERS
         assert len({a.member_id for a in answers}) == COMMITTERS
         assert sum(sizes) == COMMITTERS
@@ -150,7 +141,7 @@ async def test_a_beat_waiting_when_its_session_ran_out_counts_before_the_expiry(
         join = wire.consumer_group_heartbeat_v0(
             "cg", "", 0, rebalance_timeout_ms=60_000, topics=["orders"], owned=()
         )
-        joined = await _consumer_beat(conn, join)
+        joined = await conn.consumer_beat(join)
         assert joined.error_code == 0 and joined.member_id
         beat = wire.consumer_group_heartbeat_v0("cg", joined.member_id, joined.member_epoch)
         conn.correlation += 1

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import wire
 from tests.support import realclients as rc
 
 # ------------------------------------------------------------------------------------ raw wire
@@ -124,16 +125,37 @@ class RawConn:
 
     async def request(self, api_key: int, version: int, body: bytes,
                       timeout: float = 10) -> bytes:
+        cid = self.send(api_key, version, body)
+        await self.writer.drain()
+        got, answer = await self.answer(timeout)
+        assert got == cid, f"correlation id {got} != {cid}"
+        return answer
+
+    def send(self, api_key: int, version: int, body: bytes, *, flexible: bool = False) -> int:
+        """Write one request without waiting for its answer (to pipeline); its correlation id.
+        `flexible`: request header v2 (KIP-482's APIs, such as ConsumerGroupHeartbeat)."""
         self.correlation += 1
         cid = self.correlation
-        self.writer.write(_frame(api_key, version, cid, body))
-        await self.writer.drain()
+        frame = (wire.flexible_frame(api_key, version, body, cid) if flexible
+                 else _frame(api_key, version, cid, body))  # fmt: skip
+        self.writer.write(frame)
+        return cid
+
+    async def answer(self, timeout: float = 10) -> tuple[int, bytes]:
+        """The next answer on the connection: (correlation id, body)."""
         head = await asyncio.wait_for(self.reader.readexactly(4), timeout)
         (size,) = struct.unpack(">i", head)
         data = await asyncio.wait_for(self.reader.readexactly(size), timeout)
         (got,) = struct.unpack_from(">i", data)
+        return got, data[4:]
+
+    async def consumer_beat(self, body: bytes,
+                            timeout: float = 10) -> wire.ConsumerHeartbeatResponse:
+        """ConsumerGroupHeartbeat v0 (`wire.consumer_group_heartbeat_v0`'s body)."""
+        cid = self.send(wire.CONSUMER_GROUP_HEARTBEAT, 0, body, flexible=True)
+        got, answer = await self.answer(timeout)
         assert got == cid, f"correlation id {got} != {cid}"
-        return data[4:]
+        return wire.decode_consumer_group_heartbeat_v0(answer)
 
     async def commit(self, group: str, topic: str, offsets: dict[int, int]) -> dict[int, int]:
         body = await self.request(OFFSET_COMMIT, 2, offset_commit_v2(group, topic, offsets))

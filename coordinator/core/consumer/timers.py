@@ -39,20 +39,24 @@ class DueTimer:
     epoch: int  # REBALANCE: the member epoch it was scheduled for; SESSION: unused (0)
 
 
+_Entry = tuple[int, int, TimerKind, str, str, int]  # deadline, token, kind, group, member, epoch
+
+
 class MemberTimers:
     __slots__ = ("_heap", "_latest", "_tokens")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, TimerKind, str, str, int]] = []
-        self._latest: dict[tuple[TimerKind, str, str], int] = {}  # key -> live token
+        self._heap: list[_Entry] = []
+        # key -> its live heap entry (deadline, token, ...): the deadline is read in O(1)
+        self._latest: dict[tuple[TimerKind, str, str], _Entry] = {}
         self._tokens = itertools.count()
 
     def schedule(
         self, kind: TimerKind, group_id: str, member_id: str, deadline_ms: int, epoch: int = 0
     ) -> None:
-        token = next(self._tokens)
-        self._latest[(kind, group_id, member_id)] = token
-        heapq.heappush(self._heap, (deadline_ms, token, kind, group_id, member_id, epoch))
+        entry = (deadline_ms, next(self._tokens), kind, group_id, member_id, epoch)
+        self._latest[(kind, group_id, member_id)] = entry
+        heapq.heappush(self._heap, entry)
 
     def cancel(self, kind: TimerKind, group_id: str, member_id: str) -> None:
         self._latest.pop((kind, group_id, member_id), None)
@@ -65,19 +69,14 @@ class MemberTimers:
         return (kind, group_id, member_id) in self._latest
 
     def deadline_of(self, kind: TimerKind, group_id: str, member_id: str) -> int | None:
-        token = self._latest.get((kind, group_id, member_id))
-        if token is None:
-            return None
-        for deadline, t, *_ in self._heap:
-            if t == token:
-                return deadline
-        return None  # pragma: no cover -- a live token is always on the heap
+        entry = self._latest.get((kind, group_id, member_id))
+        return None if entry is None else entry[0]
 
     def _drop_stale(self) -> None:
         heap = self._heap
         while heap:
-            _, token, kind, gid, mid, _ = heap[0]
-            if self._latest.get((kind, gid, mid)) == token:
+            top = heap[0]
+            if self._latest.get((top[2], top[3], top[4])) is top:
                 return
             heapq.heappop(heap)
 
