@@ -138,7 +138,9 @@ class Connection(asyncio.Protocol):
                 max_frame = self._server.options.max_frame_bytes
                 if data[5] == _HEARTBEAT:
                     fields = fastpath.parse_heartbeat(data, max_frame)
-                    if fields is not None and self._server.fast_heartbeat(self, fields):
+                    answer = None if fields is None else self._server.heartbeat_frame(self, fields)
+                    if answer is not None:
+                        self.write(answer)
                         return
                 elif data[5] == _CONSUMER_GROUP_HEARTBEAT:
                     beat = fastpath.parse_consumer_heartbeat(data, max_frame)
@@ -489,17 +491,9 @@ class Server:
 
     # -- routing ---------------------------------------------------------------------------------
 
-    def fast_heartbeat(self, conn: Connection, fields: fastpath.HeartbeatFields) -> bool:
-        """Answer a Heartbeat parsed by the fast path; False = take the general path."""
-        data = self.heartbeat_frame(conn, fields)
-        if data is None:
-            return False
-        conn.write(data)
-        return True
-
     def heartbeat_frame(self, conn: Any, fields: fastpath.HeartbeatFields) -> bytes | None:
         """The answer to a Heartbeat the fast path parsed, from `conn` (its `peer`, for the
-        trace); None without a runtime (the general path then). A fleet member's too."""
+        trace); None without a runtime: take the general path. A fleet owner's too."""
         runtime = self.runtime
         if runtime is None:
             return None
@@ -527,10 +521,9 @@ class Server:
     def fast_offset_commit(
         self, conn: Connection, header: RequestHeader, command: OffsetCommit
     ) -> bool:
-        """Take an OffsetCommit parsed by the fast path, as `dispatch` would have after kio and
-        the adapter; False = take the general path. The commits of one pass of the loop go into
-        the core together (`_submit_commits`): one Effects, one append, one held entry for their
-        replies; that saves about a tenth of a commit's cost."""
+        """Take an OffsetCommit parsed by the fast path, as `dispatch` would after kio and the
+        adapter; False = take the general path. A pass's commits go into the core together
+        (`_submit_commits`: one Effects, one append), saving about a tenth of a commit's cost."""
         if self.runtime is None:
             return False
         t0 = self.stats.clock() if self.stats is not None else 0
@@ -578,8 +571,7 @@ class Server:
         command: AnyCommand,
         t0: int,
     ) -> None:
-        """Into the core; the answer comes back through `_respond` (or `_fail`, which answers
-        from `error_context`)."""
+        """Into the core; answered by `_respond` (or `_fail`, from `error_context`)."""
         runtime = self.runtime
         assert runtime is not None  # the callers answer without it while there is none
         reply_to = runtime.new_reply_to()
