@@ -1,0 +1,22 @@
+"""A KIP-848 group's model (coordinator.core.consumer.model), pinned where `make mutation` found
+it loose: a static member gone for good frees its instance id, so a new member with that id is
+a new member and counts toward the group's maximum size (only a static member's rejoin is exempt,
+KAFKA-20601)."""
+
+from __future__ import annotations
+
+from coordinator.core.consumer import ConsumerGroupConfig
+from tests.core.test_consumer_support import Harness
+
+
+def test_a_static_member_that_left_for_good_frees_its_instance_id() -> None:
+    h = Harness(config=ConsumerGroupConfig(max_size=2))
+    a = h.client("a", instance_id="i1")
+    h.poll(a)
+    h.poll(h.client("b"))
+    h.settle()
+    h.leave(a)  # epoch -1: gone for good, not a static member's pause (-2)
+    h.poll(h.client("c"))
+    refused = h.poll(h.client("d", instance_id="i1"))
+    assert refused.error.name == "group_max_size_reached"
+    assert sorted(h.group.members) == ["b", "c"]
