@@ -3,13 +3,15 @@ events as the core's, pinned where `make mutation` found them loose (issue 36:
 `handlers/consumer.heartbeat`, `expire`, `_event` and `_trigger`): the answers while loading and
 to a share group's id, an Empty classic group giving way (its tombstone, deleted then created),
 each event naming the member whole (instance id, client id and host, the topics that triggered
-a rebalance) at the instant it happened, and a refused leave that downgrades nothing.
+a rebalance) at the instant it happened, and a refused leave or a classic rejoin that
+replaces nobody downgrades nothing (`classic_in_consumer.join`).
 Fake clock, no server.
 """
 
 from __future__ import annotations
 
 from coordinator.core.consumer.messages import ConsumerGroupHeartbeat, HeartbeatResponse
+from coordinator.core.coordinator import GroupCoordinator
 from coordinator.core.events import (
     GroupCreated,
     GroupDeleted,
@@ -101,10 +103,10 @@ def test_a_leave_of_a_static_member_names_its_host() -> None:
     assert left == MemberLeft("cg", "m1", "i1", LeaveReason.LEFT, "app", "/10.0.0.9")
 
 
-def test_a_refused_leave_downgrades_nothing() -> None:
+def classic_only_consumer_group() -> tuple[GroupCoordinator, list[Classic]]:
     """A consumer group left with classic members only, kept (there were more than
-    group.max.size), then one fewer: a leave of an unknown member writes nothing and changes
-    nothing; only a fence decides a downgrade."""
+    group.max.size), then one fewer: two classic members, within the limit, still a consumer
+    group (only a fence decides a downgrade)."""
     c = core(max_group_size=2)
     consumer_join(c, "n1", 0)
     classic = [Classic(c, f"c{i}") for i in range(3)]
@@ -113,7 +115,18 @@ def test_a_refused_leave_downgrades_nothing() -> None:
     c.handle(1, ConsumerGroupHeartbeat("g", "n1", -1), 2)  # three classic members: no downgrade
     assert "g" in c.consumer.groups
     c.handle(1, LeaveGroup("g", (LeavingMember(classic[2].member_id, None),), 3), 3)
+    return c, classic[:2]
+
+
+def test_a_refused_leave_downgrades_nothing() -> None:
+    c, _ = classic_only_consumer_group()
     fx = c.handle(1, ConsumerGroupHeartbeat("g", "ghost", -1), 4)
     ((_, response),) = fx.replies
     assert isinstance(response, HeartbeatResponse) and response.error is E.unknown_member_id
     assert not fx.records and "g" in c.consumer.groups and "g" not in c.state.groups
+
+
+def test_a_classic_rejoin_that_replaces_nobody_downgrades_nothing() -> None:
+    c, classic = classic_only_consumer_group()
+    classic[0].rejoin(4)
+    assert "g" in c.consumer.groups and "g" not in c.state.groups
