@@ -44,14 +44,18 @@ SESSION_MS = 6_000  # the classic members' own session timeout (the consumer one
 REBALANCE_MS = 20_000
 
 
-def core(policy: str = "bidirectional") -> GroupCoordinator:
+def core(policy: str = "bidirectional", **config: int) -> GroupCoordinator:
     ids = itertools.count()
     return GroupCoordinator(
         CoordinatorConfig(
-            consumer_session_timeout_ms=10_000,
-            consumer_heartbeat_interval_ms=500,
-            consumer_assignment_interval_ms=0,  # every join assigned at once, as in Kafka 4.1
-            initial_rebalance_delay_ms=0,
+            **{
+                "consumer_session_timeout_ms": 10_000,
+                "consumer_heartbeat_interval_ms": 500,
+                # every join assigned at once, as in Kafka 4.1
+                "consumer_assignment_interval_ms": 0,
+                "initial_rebalance_delay_ms": 0,
+                **config,
+            },
             consumer_migration_policy=policy,
         ),
         TopicCatalog([TopicInfo(T, TID, 4)]),
@@ -138,9 +142,14 @@ def reply(fx: Effects) -> object:
 
 
 def classic_group(
-    c: GroupCoordinator, n: int = 3, cooperative: bool = False, static: bool = False
+    c: GroupCoordinator,
+    n: int = 3,
+    cooperative: bool = False,
+    static: bool = False,
+    split: dict[int, tuple[int, ...]] | None = None,
 ) -> list[Classic]:
-    """n classic consumers form a group at generation 1; the leader assigns range-style."""
+    """n classic consumers form a group at generation 1; the leader assigns range-style (or
+    member i gets `split[i]`)."""
     clients = [Classic(c, f"c{i}", cooperative, static) for i in range(n)]
     for i, client in enumerate(clients):
         c.handle(10 + i, client.join_cmd(), 0)
@@ -148,7 +157,7 @@ def classic_group(
     for reply_to, result in fx.replies:
         assert isinstance(result, JoinGroupResult)
         clients[reply_to - 10].joined(result)
-    split = {0: (0, 1), 1: (2,), 2: (3,)}
+    split = {0: (0, 1), 1: (2,), 2: (3,)} if split is None else split
     leader = next(cl for cl in clients if c.state.groups["g"].leader_id == cl.member_id)
     assignments = tuple(
         SyncAssignment(cl.member_id, assignment(*split.get(i, ()))) for i, cl in enumerate(clients)

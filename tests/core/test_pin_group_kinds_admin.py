@@ -260,3 +260,18 @@ def test_offset_delete_while_loading_refuses_a_share_or_consumer_group_id() -> N
     for gid in ("sg", "cg"):
         result = h.delete_offsets(gid, {"payments": (0,)})
         assert (result.error, result.topics) == (E.coordinator_load_in_progress, ())
+
+
+def test_deleting_an_empty_classic_group_tombstones_its_pending_offsets_too() -> None:
+    h = Harness()
+    h.commit("simple", {("payments", 0): 4})
+    pending = t.TxnCommitTopic("payments", (t.TxnCommitPartition(1, 9, -1, "tx"),))
+    h.core.txn_stage(t.TxnOffsetCommit("tx", "simple", 7, 0, -1, "", None, (pending,)), h.now)
+    h.records.clear()
+    assert h.delete_groups("simple") == (DeletedGroup("simple", E.none),)
+    assert h.records == [
+        Record(OffsetCommitKey("simple", "payments", 0), None),
+        Record(TxnOffsetKey("simple", "payments", 1, 7, 0), None),
+        Record(GroupMetadataKey("simple"), None),
+    ]
+    assert h.core.txn_pending("simple") == []

@@ -64,3 +64,17 @@ def test_only_record_types_are_encoded() -> None:
         encode_key(5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^not a record value: 'v'$"):
         encode_value("v")  # type: ignore[arg-type]
+
+
+def test_a_damaged_consumer_or_share_group_record_says_what_is_wrong() -> None:
+    """The consumer and share groups' codecs raise their own errors: the record codec reports
+    them as a RecordDecodeError with their message (issue 36: `decode_key`, `decode_record`)."""
+    from coordinator.core.consumer.records import ConsumerGroupMetadataKey
+    from coordinator.core.share.records import ShareGroupMetadataKey
+
+    for key_type in (3, 10):  # ConsumerGroupMetadata, ShareGroupMetadata
+        with pytest.raises(RecordDecodeError, match=r"^truncated record$"):
+            decode_key(struct.pack(">h", key_type) + struct.pack(">h", 5) + b"ab")
+    for key in (ConsumerGroupMetadataKey("g"), ShareGroupMetadataKey("g")):
+        with pytest.raises(RecordDecodeError, match=r"^truncated record$"):
+            record_codec.decode_record(encode_key(key), b"\x00")
