@@ -44,10 +44,10 @@ def revoker(h: Harness) -> Client:
     return h.clients[name]
 
 
-def newcomer_waiting() -> tuple[Harness, Client]:
+def newcomer_waiting(h: Harness | None = None) -> tuple[Harness, Client]:
     """a and b share the 4 partitions; c joins and is assigned at once (no pacing): its target
-    is partitions a and b still hold."""
-    h = harness()
+    is partitions a and b still hold. `h`: a harness of one 4-partition topic, else harness()."""
+    h = h or harness()
     a, b = h.client("a"), h.client("b")
     h.settle()
     assert len(a.owned_set()) == len(b.owned_set()) == 2
