@@ -33,6 +33,7 @@ pytestmark = pytest.mark.clients
 __all__ = ["stack"]
 
 NONE, UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED = 0, 25, 79
+COORDINATOR_LOAD_IN_PROGRESS = 14
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
 SECRET = "secret"  # a topic only the admin may touch
 TOPICS = {su.TOPIC: su.PARTITIONS, SECRET: 2}
@@ -65,12 +66,24 @@ def acl_creation(principal: str, rtype: int, name: str, pattern: int, op: int,
                permission_type=permission)
 
 
+async def create_all(admin: Any, acls: list[tuple[Any, ...]]) -> None:
+    """CreateAcls of `acls`, asked again while the server still loads its state (a sidecar
+    answers COORDINATOR_LOAD_IN_PROGRESS until then, which clients retry): every one created."""
+    request = kio(30, 3, "CreateAclsRequest", creations=tuple(acl_creation(*a) for a in acls))
+
+    async def answered() -> Any:
+        created = await admin.call(request)
+        loading = {r.error_code for r in created.results} == {COORDINATOR_LOAD_IN_PROGRESS}
+        return None if loading else created
+
+    created = await rc.wait_until(answered, 30, "CreateAcls after the state loaded", 0.1)
+    assert [r.error_code for r in created.results] == [NONE] * len(acls), created
+
+
 async def prepare(port: int) -> None:
     admin = await su.login(port, "admin")
     try:
-        created = await admin.call(kio(30, 3, "CreateAclsRequest",
-                                       creations=tuple(acl_creation(*a) for a in ACLS)))
-        assert [r.error_code for r in created.results] == [NONE] * len(ACLS), created
+        await create_all(admin, ACLS)
         for group in GROUPS:
             for topic in (su.TOPIC, SECRET):
                 answer = await admin.call(commit_request(group, topic, {0: 5, 1: 6}))
@@ -488,9 +501,7 @@ async def test_txn_offset_commit_through_a_secured_sidecar(stack: Stack,
     sidecar = stack.sidecar(tansu.bootstrap, *args)
     admin = await su.login(sidecar.port, "admin")
     try:
-        created = await admin.call(kio(30, 3, "CreateAclsRequest",
-                                       creations=tuple(acl_creation(*a) for a in TXN_ACLS)))
-        assert [r.error_code for r in created.results] == [NONE] * len(TXN_ACLS), created
+        await create_all(admin, TXN_ACLS)
     finally:
         admin.close()
     answers = {}
