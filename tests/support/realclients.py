@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import os
-import random
 import re
 import shlex
 import signal
@@ -102,22 +101,16 @@ def wait_until_sync(predicate: Callable[[], Any], timeout: float, what: str,
         time.sleep(interval)
 
 
-# Ports handed to servers started later are drawn below Linux's ephemeral range (32768-60999 by
-# default): a port the kernel chose (bind to port 0) and we released was soon given again to an
-# outgoing connection of the many clients a test runs, and the server then failed with "address
-# already in use" (seen on `--metrics-listen` of `serve --workers 2` under a loaded -n 2 run).
-_PORTS = range(20_000, 32_000)
-_rng = random.Random()  # its own: tests that seed `random` must not repeat each other's ports
-
-
 def free_port() -> int:
-    return free_ports(1)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def free_ports(n: int) -> int:
     """The first of n consecutive free ports (`serve --workers N` listens on port + i)."""
-    for _ in range(1000):
-        first = _rng.randrange(_PORTS.start, _PORTS.stop - n)
+    for _ in range(100):
+        first = free_port()
         try:
             with contextlib.ExitStack() as stack:
                 for i in range(n):
