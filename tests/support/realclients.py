@@ -20,6 +20,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -101,25 +102,55 @@ def wait_until_sync(predicate: Callable[[], Any], timeout: float, what: str,
         time.sleep(interval)
 
 
+# Ports for servers a test starts later are handed out in order, never picked by the kernel and
+# released: a released port-0 bind lies in Linux's ephemeral range (32768-60999 by default), where
+# the kernel soon gave it again to an outgoing connection of the many clients a test runs or to
+# another released bind; the server then failed with "address already in use" (`--metrics-listen`,
+# `--fleet-listen`, in loaded -n 2 runs). Drawing them at random below that range was no better:
+# two picks waiting to be bound met. So each xdist worker walks its own slice of 10000-32767 in
+# order, from a point its pid chooses (a run beside this one starts elsewhere): no two picks of a
+# run meet until a slice wraps, and each is still bind-checked.
+class _Ports:
+    LOW, HIGH = 10_000, 32_768
+
+    def __init__(self) -> None:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
+        count = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1), 1)
+        index = int(worker) % count if worker.isdigit() else 0
+        width = (self.HIGH - self.LOW) // count
+        self.range = range(self.LOW + index * width, self.LOW + (index + 1) * width)
+        self.cursor = os.getpid() % width
+        self.lock = threading.Lock()
+
+    def take(self, n: int) -> int:
+        with self.lock:
+            for _ in range(len(self.range)):
+                if self.cursor + n > len(self.range):
+                    self.cursor = 0
+                first = self.range[self.cursor]
+                self.cursor += n
+                try:
+                    with contextlib.ExitStack() as stack:
+                        for i in range(n):
+                            s = stack.enter_context(socket.socket(socket.AF_INET,
+                                                                  socket.SOCK_STREAM))
+                            s.bind(("127.0.0.1", first + i))
+                    return first
+                except OSError:
+                    continue
+        raise RuntimeError(f"no {n} consecutive free ports in {self.range}")
+
+
+_ports = _Ports()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return _ports.take(1)
 
 
 def free_ports(n: int) -> int:
     """The first of n consecutive free ports (`serve --workers N` listens on port + i)."""
-    for _ in range(100):
-        first = free_port()
-        try:
-            with contextlib.ExitStack() as stack:
-                for i in range(n):
-                    s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-                    s.bind(("127.0.0.1", first + i))
-            return first
-        except OSError:
-            continue
-    raise RuntimeError(f"no {n} consecutive free ports")
+    return _ports.take(n)
 
 
 def can_connect(host: str, port: int) -> bool:

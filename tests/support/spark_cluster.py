@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.realclients import free_port
+
 HOST = "127.0.0.1"
 DAEMON_HEAP = "-Xmx512m"  # master and worker daemons (Spark's default is 1 GiB each)
 
@@ -45,14 +47,6 @@ def _scala_version(home: Path) -> str:
     for jar in (home / "jars").glob("spark-core_*.jar"):
         return jar.name.split("_", 1)[1].split("-", 1)[0]
     return "2.13"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -84,7 +78,7 @@ class StandaloneCluster:
             raise ClusterUnavailable("java is not installed (Spark needs Java 17+)")
         home = spark_home()
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port, self.webui_port = _free_port(), _free_port()
+        self.port, self.webui_port = free_port(), free_port()
         env = {
             **os.environ,
             "SPARK_HOME": str(home),
@@ -106,7 +100,7 @@ class StandaloneCluster:
             "worker",
             [java, DAEMON_HEAP, "-cp", classpath, "org.apache.spark.deploy.worker.Worker",
              self.url, "--host", HOST, "--cores", str(self.cores), "--memory", self.memory,
-             "--webui-port", str(_free_port()), "--work-dir", str(self.workdir / "work")],
+             "--webui-port", str(free_port()), "--work-dir", str(self.workdir / "work")],
             env,
         )  # fmt: skip
         deadline = time.monotonic() + timeout_s
