@@ -49,6 +49,19 @@ class DiskJournal:
     def healthy(self) -> bool:
         return self.disk.healthy
 
+    async def recover(self) -> None:
+        """After a failed write: retry the disk with backoff (0.1 s doubling to 5 s) until it
+        takes appends again."""
+        delay = 0.1
+        while True:
+            try:
+                await self.disk.recover()
+                return
+            except Exception as exc:
+                log.error("log still unavailable (%s); retrying in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
     async def load(self, core: GroupCoordinator, batch_entries: int = 10_000) -> int:
         """Replay every record into `core`, yielding to the loop between batches so the server
         keeps answering (group APIs with COORDINATOR_LOAD_IN_PROGRESS) while it loads.

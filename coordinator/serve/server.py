@@ -444,15 +444,7 @@ class Server:
         its partition moves (parked requests get NOT_COORDINATOR; clients rediscover, rejoin)."""
         if not isinstance(self.journal, DiskJournal):
             return
-        delay = 0.1
-        while True:
-            try:
-                await self.journal.disk.recover()
-                break
-            except Exception as exc:
-                log.error("log still unavailable (%s); retrying in %.1f s", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        await self.journal.recover()
         for reply_to in list(self._pending):
             self._fail(reply_to, RuntimeError("coordinator reloaded"))
         self.topic_service.reset_catalog()
