@@ -125,14 +125,31 @@ def test_a_member_waiting_for_its_paced_target_is_held_until_the_target_is_compu
     h.poll(h.client("b"))  # inside the interval: the target waits for the pacer's timer
     assert h.group.group_epoch > h.group.assignment_epoch
     assert holdable(h.core, plain(h, a))
+    # After a run over one member, due when the joins pause (a fifth of the interval).
+    assert hold_deadline_ms(h.core, plain(h, a), h.clock.now) == h.clock.now + INTERVAL_MS // 2
+    mark = len(h.records)
+    h.advance(200)  # the timer computes the target
+    assert "g" in woken_groups(r.key for r in h.records[mark:])
+    assert not holdable(h.core, plain(h, a))  # it has partitions to revoke now
+
+
+def test_a_beat_is_not_held_for_a_paced_target_due_after_its_deadline() -> None:
+    h = harness(assignment_interval_ms=1_000)
+    a, b = h.client("a"), h.client("b")
+    h.poll(a)
+    h.poll(b)
+    h.advance(200)  # one run over both
+    for _ in range(3):  # a revokes, b takes them up: no time passes
+        h.poll(a)
+        h.poll(b)
+    assert len(a.owned_set()) == len(b.owned_set()) == 2
+    h.poll(h.client("c"))  # inside the interval of a run over two: due at its end
+    assert h.group.group_epoch > h.group.assignment_epoch
+    assert holdable(h.core, plain(h, a))
     # Due in 1 s, after the beat's deadline: held for nothing, it would only come back later.
     assert hold_deadline_ms(h.core, plain(h, a), h.clock.now) is None
     h.clock.now += 1_000 - INTERVAL_MS // 2  # now due by the deadline
     assert hold_deadline_ms(h.core, plain(h, a), h.clock.now) == h.clock.now + INTERVAL_MS // 2
-    mark = len(h.records)
-    h.advance(INTERVAL_MS // 2)  # the timer computes the target
-    assert "g" in woken_groups(r.key for r in h.records[mark:])
-    assert not holdable(h.core, plain(h, a))  # it has partitions to revoke now
 
 
 def test_a_beat_near_its_members_session_deadline_is_not_held() -> None:

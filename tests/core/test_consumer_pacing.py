@@ -9,6 +9,7 @@ import itertools
 from coordinator.core.consumer import ConsumerGroupConfig
 from coordinator.core.consumer.model import ConsumerGroupState
 from coordinator.core.consumer.records import ConsumerGroupTargetAssignmentMetadataKey
+from coordinator.core.consumer.target import AssignmentPacer
 from tests.core.test_consumer_support import Harness, snapshot
 
 INTERVAL_MS = 1_000
@@ -33,8 +34,10 @@ def test_joins_inside_an_interval_are_folded_into_one_run_made_by_the_timer() ->
     assert (h.group.group_epoch, h.group.assignment_epoch) == (5, 2)
     assert h.group.state is ConsumerGroupState.ASSIGNING
     assert runs(h) == 1
-    assert h.core.next_deadline_ms() == h.clock.now + INTERVAL_MS
-    h.advance(INTERVAL_MS)  # the timer: one run for the three joins
+    # After a run over one member, the next waits only for a pause in the joins (a fifth of the
+    # interval), not for the interval's end: nothing to amortise.
+    assert h.core.next_deadline_ms() == h.clock.now + INTERVAL_MS // 5
+    h.advance(INTERVAL_MS // 5)  # the timer: one run for the three joins
     assert runs(h) == 2
     assert h.group.assignment_epoch == 5
     h.check_invariants()
@@ -119,3 +122,36 @@ def test_a_group_that_never_stops_changing_is_still_assigned_five_intervals_afte
     assert ran_at[0] == first + 5 * INTERVAL_MS
     assert all(b - a >= INTERVAL_MS for a, b in itertools.pairwise(ran_at))
     assert len(ran_at) >= 2
+
+
+def test_after_a_run_over_several_members_joins_wait_for_the_intervals_end() -> None:
+    h = paced()
+    h.poll(h.client("a"))  # at once: one member
+    h.poll(h.client("b"))
+    h.advance(INTERVAL_MS // 5)  # the pause: a run over a and b
+    assert runs(h) == 2
+    ran_at = h.clock.now
+    h.clock.now += 10
+    h.poll(h.client("c"))
+    assert h.core.next_deadline_ms() == ran_at + INTERVAL_MS  # not the pause's end
+    h.advance(ran_at + INTERVAL_MS - 1 - h.clock.now)
+    assert runs(h) == 2
+    h.advance(1)
+    assert runs(h) == 3
+    assert h.group.assignment_epoch == h.group.group_epoch
+
+
+def test_after_a_lone_run_the_pause_is_bounded_by_the_longest_wait() -> None:
+    pacer = AssignmentPacer(100)  # quiet 20 ms, longest wait 500 ms
+    assert pacer.due_at("g", 2, 0) is None  # never assigned: at once
+    pacer.assigned("g", 0, members=1)
+    assert pacer.due_at("g", 3, 10) == 30  # inside the interval: a pause of 20 ms
+    assert pacer.due_at("g", 4, 25) == 45  # each bump pushes it on...
+    for t in range(35, 520, 10):
+        pacer.due_at("g", t, t)
+    assert pacer.due_at("g", 999, 505) == 510  # ...but not past the first bump + 500 ms
+    assert pacer.due_at("g", 999, 510) is None
+    pacer.assigned("g", 510, members=2)
+    assert pacer.due_at("g", 1000, 515) == 610  # a run over two: the interval's end
+    pacer.forget("g")
+    assert pacer.due_at("g", 1001, 520) is None
