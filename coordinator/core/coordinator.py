@@ -187,12 +187,14 @@ class GroupCoordinator:
             expiry.arm_retention(state, now_ms)
         HANDLERS[type(command)](state, reply_to, command, now_ms, fx)
 
-    def hold_deadline_ms(self, command: ConsumerGroupHeartbeat, now_ms: int) -> int | None:
-        """Until when the shell may hold this beat back; None: process it now
-        (coordinator.core.consumer.hold)."""
+    def hold_deadline_ms(
+        self, command: ConsumerGroupHeartbeat, now_ms: int, join: bool = False
+    ) -> int | None:
+        """Until when the shell may hold this beat back (`join`: a join's follow-up); None:
+        process it now (coordinator.core.consumer.hold)."""
         if self.state.loading:
             return None
-        return hold.hold_deadline_ms(self.state.consumer, command, now_ms)
+        return hold.hold_deadline_ms(self.state.consumer, command, now_ms, join)
 
     def holdable(self, command: ConsumerGroupHeartbeat) -> bool:
         """Whether a held beat still only waits (coordinator.core.consumer.hold)."""

@@ -12,6 +12,10 @@ beat arriving then would be, which a client cannot tell from network delay; the 
 released partitions one round earlier. Kafka answers at once; we differ on purpose
 (docs/compatibility.md).
 
+A join answered "no partitions yet" is held the same way (`answered`): its answer is not sent;
+the member's next plain beat (`hold.follow_up`) waits here in its place, and its answer, with
+the assignment always in it, answers the join.
+
 Invariants:
 - A held beat keeps its connection busy (one request in flight per connection), so nothing on
   that connection is answered before it.
@@ -26,13 +30,16 @@ import asyncio
 from collections.abc import Callable, Hashable
 from typing import Protocol
 
-from coordinator.core.consumer.hold import woken_groups
-from coordinator.core.consumer.messages import ConsumerGroupHeartbeat
+from coordinator.core.consumer.hold import follow_up, woken_groups
+from coordinator.core.consumer.messages import ConsumerGroupHeartbeat, HeartbeatResponse
 from coordinator.core.coordinator import GroupCoordinator
+from coordinator.core.effects import AnyResult
 from coordinator.core.records import Record
 from protocol.codec import RequestHeader
 
-__all__ = ["BeatHold", "HeldBeat"]
+__all__ = ["JOINED", "BeatHold", "HeldBeat"]
+
+JOINED = object()  # the request context of a held join's follow-up (`BeatHold.answered`)
 
 
 class Connection(Hashable, Protocol):
@@ -42,16 +49,27 @@ class Connection(Hashable, Protocol):
 
 
 class HeldBeat:
-    __slots__ = ("command", "conn", "header", "t0", "timer")
+    __slots__ = ("command", "conn", "header", "join", "t0", "timer")
 
     def __init__(
-        self, conn: Connection, header: RequestHeader, command: ConsumerGroupHeartbeat, t0: int
+        self,
+        conn: Connection,
+        header: RequestHeader,
+        command: ConsumerGroupHeartbeat,
+        t0: int,
+        join: bool = False,
     ) -> None:
         self.conn = conn
         self.header = header
         self.command = command
         self.t0 = t0  # its arrival, for the request-time metrics
+        self.join = join  # a join's follow-up: its answer answers the join (`JOINED`)
         self.timer: asyncio.TimerHandle | None = None
+
+    @property
+    def context(self) -> object:
+        """Its request context when it goes into the core (`BeatHold.answered` reads it)."""
+        return JOINED if self.join else None
 
 
 class BeatHold:
@@ -71,19 +89,45 @@ class BeatHold:
         return sum(len(held) for held in self._groups.values())
 
     def park(
-        self, conn: Connection, header: RequestHeader, command: ConsumerGroupHeartbeat, t0: int
+        self,
+        conn: Connection,
+        header: RequestHeader,
+        command: ConsumerGroupHeartbeat,
+        t0: int,
+        join: bool = False,
     ) -> bool:
         """Hold `command` if it only waits (True); False: process it now."""
         loop = asyncio.get_running_loop()
         now_ms = int(loop.time() * 1000)  # the runtime's clock (Runtime.now_ms)
-        deadline_ms = self._core().hold_deadline_ms(command, now_ms)
+        deadline_ms = self._core().hold_deadline_ms(command, now_ms, join)
         if deadline_ms is None:
             return False
-        held = HeldBeat(conn, header, command, t0)
+        held = HeldBeat(conn, header, command, t0, join)
         held.timer = loop.call_later((deadline_ms - now_ms) / 1000, self._leave, held, True)
         conn.held_beat = held
         self._groups.setdefault(command.group_id, {})[conn] = held
         return True
+
+    def answered(
+        self, conn: Connection, header: RequestHeader, context: object, answer: AnyResult, t0: int
+    ) -> AnyResult | None:
+        """A fast-path ConsumerGroupHeartbeat's `answer`, `context` its join (or `JOINED`, its
+        join's follow-up): the answer to send, or None if the join's answer waits."""
+        if not isinstance(answer, HeartbeatResponse):
+            return answer
+        if context is JOINED:  # a join's answer carries the assignment, even if unchanged
+            if answer.assignment is None and answer.member_epoch > 0:
+                return HeartbeatResponse(
+                    answer.error, answer.error_message, answer.member_id,
+                    answer.member_epoch, answer.heartbeat_interval_ms, ()
+                )  # fmt: skip
+            return answer
+        if not isinstance(context, ConsumerGroupHeartbeat) or conn.held_beat is not None:
+            return answer
+        beat = follow_up(context, answer)
+        if beat is None or not self.park(conn, header, beat, t0, join=True):
+            return answer
+        return None
 
     def wake(self, records: list[Record]) -> None:
         """After records were applied: release the held beats of the groups they changed that

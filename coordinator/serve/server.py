@@ -503,12 +503,13 @@ class Server:
         header, command = consumer_adapters.fast_command(beat, conn.client_host)
         t0 = self.stats.clock() if self.stats is not None else 0
         if not self.beat_hold.park(conn, header, command, t0):  # a waiting member's beat waits
-            self._into_batch(self.runtime, conn, header, None, command, t0)
+            join = command if command.member_epoch == 0 else None  # its answer may wait
+            self._into_batch(self.runtime, conn, header, join, command, t0)
 
     def _held_beat_due(self, held: HeldBeat) -> None:
         conn = cast(Connection, held.conn)
         if self.runtime is not None and not conn.closed:
-            self._into_batch(self.runtime, conn, held.header, None, held.command, held.t0)
+            self._into_batch(self.runtime, conn, held.header, held.context, held.command, held.t0)
 
     def fast_offset_commit(
         self, conn: Connection, header: RequestHeader, command: OffsetCommit
@@ -770,7 +771,12 @@ class Server:
         entry = self._pending.pop(reply_to, None)
         if entry is None:
             return
-        conn, header, _, t0 = entry
+        conn, header, context, t0 = entry
+        if context is not None and header.api_key == _CONSUMER_GROUP_HEARTBEAT and not conn.closed:
+            answer = self.beat_hold.answered(conn, header, context, result, t0)
+            if answer is None:
+                return  # a join waiting for its partitions (coordinator.serve.beat_hold)
+            result = answer
         if self.stats is not None:
             self.stats.answered(header.api_key, result, t0)
         if conn.closed:

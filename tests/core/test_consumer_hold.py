@@ -6,10 +6,14 @@ the holding itself is coordinator.serve.beat_hold's (tests/serve/test_beat_hold.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import Any
 
 from coordinator.core.consumer import ConsumerGroupConfig, ConsumerGroupHeartbeat, MemberState
-from coordinator.core.consumer.hold import hold_deadline_ms, holdable, woken_groups
+from coordinator.core.consumer.hold import follow_up, hold_deadline_ms, holdable, woken_groups
+from coordinator.core.consumer.messages import HeartbeatResponse
+from coordinator.core.consumer.records import TopicPartitions
+from coordinator.core.messages import ErrorCode
 from tests.core.test_consumer_support import Client, Harness
 
 INTERVAL_MS = 1_000  # the heartbeat interval: a beat is held half of it at most
@@ -168,3 +172,41 @@ def test_only_assignment_records_wake() -> None:
     assert kinds == {"ConsumerGroupCurrentMemberAssignmentKey",
                      "ConsumerGroupTargetAssignmentMetadataKey"}  # fmt: skip
     assert not woken_groups(r.key for r in h.records if type(r.key).__name__ not in kinds)
+
+
+def _answer(**changes: Any) -> HeartbeatResponse:
+    answer = HeartbeatResponse(ErrorCode.none, None, "c", 7, INTERVAL_MS, ())
+    return dataclasses.replace(answer, **changes)
+
+
+def test_a_join_answered_with_no_partitions_is_followed_by_the_plain_beat_owning_nothing() -> None:
+    join = ConsumerGroupHeartbeat(
+        group_id="g", member_id="", member_epoch=0, instance_id="i", rack_id="r",
+        rebalance_timeout_ms=60_000, subscribed_topic_names=("orders",), server_assignor="range",
+        topic_partitions=(), client_id="client", client_host="/127.0.0.1", api_version=0,
+    )  # fmt: skip
+    beat = follow_up(join, _answer())
+    assert beat == ConsumerGroupHeartbeat(
+        group_id="g", member_id="c", member_epoch=7, topic_partitions=(), client_id="client",
+        client_host="/127.0.0.1", api_version=0,
+    )  # fmt: skip
+    assert follow_up(join, _answer(assignment=None)) == beat  # nothing changed, nothing sent
+    empty_topic = (TopicPartitions(uuid.uuid4(), ()),)
+    assert follow_up(join, _answer(assignment=empty_topic)) == beat
+    # Answered now: partitions given, an error, no epoch, not a join.
+    assert follow_up(join, _answer(assignment=(TopicPartitions(uuid.uuid4(), (0,)),))) is None
+    assert follow_up(join, _answer(error=ErrorCode.unknown_member_id)) is None
+    assert follow_up(join, _answer(member_epoch=0)) is None
+    assert follow_up(join, _answer(member_id=None)) is None
+    for epoch in (-2, -1, 3):
+        assert follow_up(dataclasses.replace(join, member_epoch=epoch), _answer()) is None
+
+
+def test_a_joins_follow_up_is_held_up_to_the_pacers_longest_wait_or_half_an_interval() -> None:
+    h, c = newcomer_waiting(harness(assignment_interval_ms=300))
+    beat, now = plain(h, c), h.clock.now
+    assert hold_deadline_ms(h.core, beat, now) == now + INTERVAL_MS // 2
+    assert hold_deadline_ms(h.core, beat, now, join=True) == now + 5 * 300
+    h2, c2 = newcomer_waiting(harness(assignment_interval_ms=50))
+    beat2, now2 = plain(h2, c2), h2.clock.now
+    assert hold_deadline_ms(h2.core, beat2, now2, join=True) == now2 + INTERVAL_MS // 2

@@ -2,7 +2,9 @@
 members: a newcomer's beat sent before the holder released its partitions is answered with them
 once released; a request behind a held beat on the same connection sends it on at once and is
 answered after it, in order; unreleased, it is answered half a heartbeat interval after it
-arrived; a closed connection drops it."""
+arrived; a closed connection drops it. A join that would be answered with no partitions waits
+the same way: answered with them once released (or once its group's paced target is made), and
+at its deadline with an empty assignment, never with none."""
 
 from __future__ import annotations
 
@@ -40,10 +42,15 @@ async def _join(conn: RawConn) -> wire.ConsumerHeartbeatResponse:
     return r
 
 
-async def _holder_and_newcomer(
+_JOIN = wire.consumer_group_heartbeat_v0(
+    "cg", "", 0, rebalance_timeout_ms=60_000, topics=["orders"], owned=()
+)
+
+
+async def _holder(
     server: Server, conns: list[RawConn]
-) -> tuple[RawConn, wire.ConsumerHeartbeatResponse, RawConn, wire.ConsumerHeartbeatResponse]:
-    """a holds every partition (acked); b joined: its target is half of a's."""
+) -> tuple[RawConn, wire.ConsumerHeartbeatResponse, RawConn]:
+    """a holds every partition (acked); b is connected."""
     port = server.options.port
     conns += [a := await RawConn.open(HOST, port), b := await RawConn.open(HOST, port)]
     ja = await _join(a)
@@ -51,8 +58,25 @@ async def _holder_and_newcomer(
     ack = wire.consumer_group_heartbeat_v0("cg", ja.member_id or "", ja.member_epoch,
                                            owned=ja.assignment)  # fmt: skip
     assert (await a.consumer_beat(ack)).error_code == 0
-    jb = await _join(b)
-    assert _count(jb.assignment) == 0  # all of its target is still a's
+    return a, ja, b
+
+
+async def _holder_and_newcomer(
+    server: Server, conns: list[RawConn]
+) -> tuple[RawConn, wire.ConsumerHeartbeatResponse, RawConn, wire.ConsumerHeartbeatResponse]:
+    """a holds every partition (acked); b joined: its target is half of a's. b's join waits for
+    them; a commit sent behind it pushes its answer out (no partitions yet)."""
+    a, ja, b = await _holder(server, conns)
+    cid = b.send(wire.CONSUMER_GROUP_HEARTBEAT, 0, _JOIN, flexible=True)
+    await wait_until(lambda: len(server.beat_hold) == 1, timeout=10, what="b's join held")
+    commit = b.send(OFFSET_COMMIT, 2, offset_commit_v2("simple", "orders", {0: 1}))
+    got, body = await b.answer(timeout=10)
+    jb = wire.decode_consumer_group_heartbeat_v0(body)
+    assert got == cid and jb.error_code == 0 and jb.member_id, jb
+    assert jb.assignment == ()  # all of its target is still a's; a join's answer carries one
+    got, body = await b.answer(timeout=10)
+    assert got == commit and decode_commit_v2(body) == {0: 0}
+    assert len(server.beat_hold) == 0
     return a, ja, b, jb
 
 
@@ -124,4 +148,75 @@ async def test_a_closed_connection_drops_its_held_beat(tmp_path: Path) -> None:
         b.close()
         await wait_until(lambda: len(server.beat_hold) == 0, timeout=10, what="dropped")
         conns.append(c := await RawConn.open(HOST, server.options.port))
-        assert (await _join(c)).member_epoch > jb.member_epoch  # the server goes on
+        cid = c.send(wire.CONSUMER_GROUP_HEARTBEAT, 0, _JOIN, flexible=True)
+        commit = c.send(OFFSET_COMMIT, 2, offset_commit_v2("simple", "orders", {0: 1}))
+        got, body = await c.answer(timeout=10)  # the server goes on
+        assert got == cid
+        assert wire.decode_consumer_group_heartbeat_v0(body).member_epoch > jb.member_epoch
+        assert (await c.answer(timeout=10))[0] == commit
+
+
+async def test_a_join_sent_before_the_release_is_answered_with_the_partitions(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path, config(beat_ms=10_000)) as (server, conns):
+        a, ja, b = await _holder(server, conns)
+        cid = b.send(wire.CONSUMER_GROUP_HEARTBEAT, 0, _JOIN, flexible=True)
+        sent = time.monotonic()
+        await wait_until(lambda: len(server.beat_hold) == 1, timeout=10, what="b's join held")
+        revoke = await a.consumer_beat(_plain(ja, ja.assignment or ()))
+        assert _count(revoke.assignment) == PARTITIONS // 2
+        assert (await a.consumer_beat(_plain(revoke, revoke.assignment or ()))).error_code == 0
+        got, body = await b.answer(timeout=10)
+        assert got == cid
+        answer = wire.decode_consumer_group_heartbeat_v0(body)
+        # Without the hold, b's join was answered with no partitions before a acked.
+        assert answer.error_code == 0 and answer.member_id, answer
+        assert _count(answer.assignment) == PARTITIONS // 2, answer
+        assert answer.member_epoch > ja.member_epoch
+        assert time.monotonic() - sent < 2.5  # woken by the release, not at its 5 s deadline
+        assert len(server.beat_hold) == 0
+
+
+async def test_an_unreleased_join_is_answered_at_its_deadline_with_an_empty_assignment(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path, config()) as (server, conns):
+        _, _, b = await _holder(server, conns)
+        sent = time.monotonic()
+        answer = await b.consumer_beat(_JOIN, timeout=10)
+        waited = time.monotonic() - sent
+        assert answer.error_code == 0 and answer.member_id and answer.member_epoch > 0
+        assert answer.assignment == ()  # not None: a join's answer always carries one
+        assert BEAT_MS / 2000 - 0.05 <= waited < BEAT_MS / 1000, waited
+        assert len(server.beat_hold) == 0
+
+
+async def test_a_join_into_a_paced_group_is_answered_with_the_paced_target(
+    tmp_path: Path,
+) -> None:
+    """The group's first member was assigned at once; b's join, a bump inside the assignment
+    interval, waits for the paced target and is answered by it (here with partitions a still
+    holds: after a's release)."""
+    cfg = CoordinatorConfig(consumer_heartbeat_interval_ms=BEAT_MS,
+                            consumer_assignment_interval_ms=300)  # fmt: skip
+    async with running(tmp_path, cfg) as (server, conns):
+        a, ja, b = await _holder(server, conns)
+        cid = b.send(wire.CONSUMER_GROUP_HEARTBEAT, 0, _JOIN, flexible=True)
+        await wait_until(lambda: len(server.beat_hold) == 1, timeout=10, what="b's join held")
+        # a's beats: nothing to revoke until the paced target is made, then half.
+        revoke = await wait_until(
+            lambda: _revoked(a, ja), timeout=10, what="a told to revoke by the paced target"
+        )
+        assert (await a.consumer_beat(_plain(revoke, revoke.assignment or ()))).error_code == 0
+        got, body = await b.answer(timeout=10)
+        answer = wire.decode_consumer_group_heartbeat_v0(body)
+        assert got == cid and _count(answer.assignment) == PARTITIONS // 2, answer
+
+
+async def _revoked(
+    a: RawConn, ja: wire.ConsumerHeartbeatResponse
+) -> wire.ConsumerHeartbeatResponse | None:
+    r = await a.consumer_beat(_plain(ja, ja.assignment or ()))
+    assert r.error_code == 0, r
+    return r if r.assignment is not None and _count(r.assignment) < PARTITIONS else None

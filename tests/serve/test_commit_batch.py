@@ -119,7 +119,10 @@ async def test_concurrent_consumer_heartbeats_are_batched_answered_once_and_dura
         answers = await asyncio.gather(*(c.consumer_beat(join) for c in conns))
         assert [a.error_code for a in answers] == [0] * COMMITTERS
         assert len({a.member_id for a in answers}) == COMMITTERS
-        assert sum(sizes) == COMMITTERS
+        # Each join went in once; one that got no partitions waited for them, its member's
+        # follow-up beat going in later in its place (coordinator.serve.beat_hold). The first
+        # member got all four at once.
+        assert COMMITTERS <= sum(sizes) <= 2 * COMMITTERS - 1, sizes
         assert max(sizes) > 1, sizes  # beats read in one pass went in together
         journal = server.journal
         assert isinstance(journal, DiskJournal)

@@ -25,6 +25,23 @@ ConsumerGroupHeartbeat out after one interval and drops a late answer
 (coordinator.core.consumer.member_update), and the session timeout, refreshed when the beat is
 processed, is far longer (a beat arriving close to its member's session deadline is not held).
 
+A join's answer may wait too (`follow_up`). A member joining a group whose target is paced, or
+whose target partitions others still hold, is answered "no partitions yet" and would ask again
+a heartbeat interval later: in a group forming at once (a deployment's pods starting together),
+every member's first partitions came a round after its join. Instead the shell holds the
+answer and, once the member no longer waits, processes the plain beat the member would send
+next (`follow_up`: its new epoch, owning nothing) and answers the join with that beat's answer,
+the assignment always in it, as a join's answer has. The member sees a join answered late with
+its first partitions. Such a hold lasts up to the pacer's longest wait (five assignment
+intervals), or half a heartbeat interval if that is longer. A first join waits for its answer
+up to the client's request timeout (librdkafka: the session timeout; Java: 30 s). A librdkafka
+member that *rejoins* times its join out after one heartbeat interval; that interval is longer
+than the hold unless the assignment interval is over a fifth of it (the defaults: 100 ms
+against 5 s), and a join it sends again releases the held one at once (answers stay in order).
+Capping the hold below one interval was measured: with the bench's 100 ms heartbeats, joins
+then expired before the group's second target half the time (1,000 forming in 0.39-0.79 s
+against 0.20-0.29 s).
+
 Pure: no I/O, no clock.
 """
 
@@ -34,7 +51,7 @@ from collections.abc import Iterable
 
 from coordinator.core.consumer.coordinator import ConsumerGroupCoordinator
 from coordinator.core.consumer.member_update import updated_member
-from coordinator.core.consumer.messages import ConsumerGroupHeartbeat
+from coordinator.core.consumer.messages import ConsumerGroupHeartbeat, HeartbeatResponse
 from coordinator.core.consumer.model import (
     EMPTY_PARTITIONS,
     ConsumerGroup,
@@ -48,8 +65,9 @@ from coordinator.core.consumer.records import (
     TopicPartitions,
 )
 from coordinator.core.consumer.timers import TimerKind
+from coordinator.core.messages import ErrorCode
 
-__all__ = ["hold_deadline_ms", "holdable", "woken_groups"]
+__all__ = ["follow_up", "hold_deadline_ms", "holdable", "woken_groups"]
 
 _PLAIN = (MemberState.STABLE, MemberState.UNRELEASED_PARTITIONS)
 
@@ -58,14 +76,40 @@ _PLAIN = (MemberState.STABLE, MemberState.UNRELEASED_PARTITIONS)
 _WAKING = (ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupTargetAssignmentMetadataKey)
 
 
+def follow_up(
+    req: ConsumerGroupHeartbeat, answer: HeartbeatResponse
+) -> ConsumerGroupHeartbeat | None:
+    """The plain beat a member whose join (`req`) got `answer` sends next, if the answer gave
+    it no partitions (else None: answer the join now). It owns nothing and changes nothing."""
+    if (
+        req.member_epoch != 0
+        or answer.error is not ErrorCode.none
+        or answer.member_epoch <= 0
+        or answer.member_id is None
+        or any(tp.partitions for tp in answer.assignment or ())
+    ):
+        return None
+    return ConsumerGroupHeartbeat(
+        group_id=req.group_id,
+        member_id=answer.member_id,
+        member_epoch=answer.member_epoch,
+        topic_partitions=(),
+        client_id=req.client_id,
+        client_host=req.client_host,
+        api_version=req.api_version,
+    )
+
+
 def hold_deadline_ms(
-    coord: ConsumerGroupCoordinator, req: ConsumerGroupHeartbeat, now_ms: int
+    coord: ConsumerGroupCoordinator, req: ConsumerGroupHeartbeat, now_ms: int, join: bool = False
 ) -> int | None:
     """When `req`, arrived at `now_ms`, is processed at the latest if it is held; None: it is
     not holdable, process it now. Never near the member's session deadline: a beat that
     arrived in time must not be fenced because it was held (a client silent for most of its
-    session timeout)."""
+    session timeout). `join`: `req` is a join's `follow_up`, held longer."""
     hold = coord.config.heartbeat_interval_ms // 2
+    if join:
+        hold = max(hold, coord.pacer.max_wait_ms)
     if hold <= 0 or not holdable(coord, req, now_ms + hold):
         return None
     session = coord.timers.deadline_of(TimerKind.SESSION, req.group_id, req.member_id)
