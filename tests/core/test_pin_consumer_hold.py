@@ -5,8 +5,10 @@ whose new target keeps what it has is answered at once (its new epoch), unless i
 target is paced; a member whose new target takes partitions another member still holds is held,
 one that must give up a topic or is revoking is not, even when paced; a member of a group written
 by an older Kafka (first epoch 1) is held like any other; the owned partitions a held beat
-reports must be exactly what the member holds; and the deadline: half the heartbeat interval
-(whole milliseconds, none below one), only if the session outlasts twice that. Fake clock."""
+reports must be exactly what the member holds; the deadline: half the heartbeat interval
+(whole milliseconds, none below one), only if the session outlasts twice that; and a join
+answered with no partitions at epoch 1 (a static member rejoining a group an older Kafka wrote)
+is followed up like any other (hold.follow_up). Fake clock."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from coordinator.core.consumer import ConsumerGroupConfig, ConsumerGroupHeartbeat, MemberState
+from coordinator.core.consumer.hold import follow_up
 from coordinator.core.consumer.records import ConsumerGroupRecord, TopicPartitions
 from coordinator.core.coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.core.records import Record
@@ -222,3 +225,37 @@ def test_a_beat_is_held_only_if_its_session_outlasts_twice_the_hold() -> None:
     late = session_ms - 2 * HOLD_MS
     assert h.gc.hold_deadline_ms(beat, late - 1) == late - 1 + HOLD_MS
     assert h.gc.hold_deadline_ms(beat, late) is None
+
+
+def fields(req: ConsumerGroupHeartbeat) -> dict[str, Any]:
+    return {f.name: getattr(req, f.name) for f in dataclasses.fields(req)}
+
+
+def test_a_static_rejoin_answered_at_epoch_one_with_nothing_is_followed_up() -> None:
+    """Kafka 4.3 and older start a group at epoch 1: a static member that left (-2) and rejoins
+    under a new id takes its old place at the group's assignment epoch, 1, with its target of
+    nothing. Its join's answer gave it no partitions, so its plain beat follows, at epoch 1."""
+    live = Harness(ORDERS)
+    live.poll(live.client("s", instance_id="i-s", topics=("absent",)))  # no partitions to have
+    h = CoreHarness()
+    h.clock.now = live.clock.now
+    h.load(older_kafka(live.records))
+    h.gc.finish_loading(h.clock.now)
+    assert h.group.group_epoch == h.group.assignment_epoch == 1
+    h.leave(h.client("s", instance_id="i-s", epoch=1, joined=True), static=True)
+    join = ConsumerGroupHeartbeat(
+        group_id="g", member_id="s2", member_epoch=0, instance_id="i-s",
+        rebalance_timeout_ms=30_000, subscribed_topic_names=("absent",), topic_partitions=(),
+        client_id="client", client_host="/127.0.0.1",
+    )  # fmt: skip
+    answer = h.send(**fields(join))
+    assert (answer.error.name, answer.member_id, answer.member_epoch) == ("none", "s2", 1)
+    assert answer.assignment == ()
+    beat = follow_up(join, answer)
+    assert beat == ConsumerGroupHeartbeat(
+        group_id="g", member_id="s2", member_epoch=1, topic_partitions=(), client_id="client",
+        client_host="/127.0.0.1", api_version=join.api_version,
+    )  # fmt: skip
+    # Stable at the assignment epoch, nothing paced: the shell processes it at once.
+    assert h.gc.hold_deadline_ms(beat, h.clock.now, join=True) is None
+    assert h.send(**fields(beat)).member_epoch == 1
