@@ -127,10 +127,11 @@ async def test_a_stalled_member_loses_its_records_when_the_lock_times_out(
     await su.wait_accepted([taker], _offsets(20), 60,
                            "the second member to accept all 20 records")
     taken: dict[tuple[int, int], su.Delivery] = {}
-    for d in su.deliveries(taker):  # the taker's first delivery of each record: its lock can run
-        taken.setdefault((d.partition, d.offset), d)  # out too on a loaded machine (count 3)
-    for d in held:
-        assert taken[(d.partition, d.offset)].delivery_count == 2, (d, taken[(0, d.offset)])
+    for d in su.deliveries(taker):  # the taker's first delivery of each record
+        taken.setdefault((d.partition, d.offset), d)
+    for d in held:  # delivered again: at least a second time (on a loaded machine a third, when
+        # the lock of the delivery before the taker's ran out too: seen in a clean-clone run)
+        assert taken[(d.partition, d.offset)].delivery_count >= 2, (d, taken[(0, d.offset)])
     # Not before the lock ran out: the acquisition came just before the staller's report.
     first_back = min(e["t"] for e in taker.events if e["event"] == "records" and any(
         (p, o) in {(d.partition, d.offset) for d in held} for p, o, *_ in e["records"]))
