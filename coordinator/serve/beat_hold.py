@@ -7,7 +7,8 @@ holder released them (5 s by default in Kafka). When such a beat carries nothing
 core as soon as its group changed and it is no longer waiting (`wake`, after every batch or
 timer the runtime applies), another request arrived on its connection (`now`: responses stay
 in request order, and a commit never waits behind a held beat), or half a heartbeat interval
-after it arrived; a closed connection drops it (`drop`). Processed later, it is answered as a
+after it arrived; a closed connection drops it (`drop`), a stop answers it NOT_COORDINATOR
+(`close`, as the server answers what it parked). Processed later, it is answered as a
 beat arriving then would be, which a client cannot tell from network delay; the member gets the
 released partitions one round earlier. Kafka answers at once; we differ on purpose
 (docs/compatibility.md).
@@ -153,10 +154,12 @@ class BeatHold:
         if held is not None:
             self._leave(held, False)
 
-    def close(self) -> None:
-        for group in list(self._groups.values()):
-            for held in list(group.values()):
-                self._leave(held, False)
+    def close(self) -> list[HeldBeat]:
+        """Drop every held beat; returns them (the server answers them NOT_COORDINATOR)."""
+        dropped = [held for group in self._groups.values() for held in group.values()]
+        for held in dropped:
+            self._leave(held, False)
+        return dropped
 
     def _leave(self, held: HeldBeat, process: bool) -> None:
         conn = held.conn

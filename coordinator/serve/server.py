@@ -468,7 +468,9 @@ class Server:
             with contextlib.suppress(TimeoutError):  # shield: a late fsync still releases
                 await asyncio.wait_for(asyncio.shield(self.runtime.drain()), drain_timeout_s)
             self.runtime.close()
-        self.beat_hold.close()
+        for held in self.beat_hold.close():  # answered as parked ones are (their keys below 0)
+            conn = cast(Connection, held.conn)
+            self._pending[-1 - len(self._pending)] = (conn, held.header, None, held.t0)
         for reply_to in list(self._pending):
             self._fail(reply_to, RuntimeError("shutting down"))
         for conn in list(self.connections):

@@ -220,3 +220,19 @@ async def _revoked(
     r = await a.consumer_beat(_plain(ja, ja.assignment or ()))
     assert r.error_code == 0, r
     return r if r.assignment is not None and _count(r.assignment) < PARTITIONS else None
+
+
+async def test_a_stop_answers_held_beats_and_joins_not_coordinator(tmp_path: Path) -> None:
+    """A graceful stop answers what it parked with NOT_COORDINATOR (clients look the coordinator
+    up again); a held beat or join is parked too, not dropped unanswered."""
+    async with running(tmp_path, config(beat_ms=20_000)) as (server, conns):
+        _, _, b, jb = await _holder_and_newcomer(server, conns)
+        conns.append(c := await RawConn.open(HOST, server.options.port))
+        beat = b.send(wire.CONSUMER_GROUP_HEARTBEAT, 0, _plain(jb), flexible=True)
+        join = c.send(wire.CONSUMER_GROUP_HEARTBEAT, 0, _JOIN, flexible=True)
+        await wait_until(lambda: len(server.beat_hold) == 2, timeout=10, what="both held")
+        await server.stop()
+        for conn, cid in ((b, beat), (c, join)):
+            got, body = await conn.answer(timeout=10)
+            assert got == cid
+            assert wire.decode_consumer_group_heartbeat_v0(body).error_code == 16  # NOT_COORDINATOR
