@@ -84,24 +84,32 @@ def _plain(r: wire.ConsumerHeartbeatResponse, owned: wire.Owned = ()) -> bytes:
     return wire.consumer_group_heartbeat_v0("cg", r.member_id or "", r.member_epoch, owned=owned)
 
 
+async def _held_then_released(
+    server: Server, a: RawConn, ja: wire.ConsumerHeartbeatResponse, b: RawConn, body: bytes,
+    what: str,
+) -> wire.ConsumerHeartbeatResponse:
+    """b sends `body`; once it is held, a learns of its revocation and acks it at once (half
+    the partitions are free): b's answer, woken by the release, not at its 5 s deadline."""
+    cid = b.send(wire.CONSUMER_GROUP_HEARTBEAT, 0, body, flexible=True)
+    sent = time.monotonic()
+    await wait_until(lambda: len(server.beat_hold) == 1, timeout=10, what=what)
+    revoke = await a.consumer_beat(_plain(ja, ja.assignment or ()))
+    assert _count(revoke.assignment) == PARTITIONS // 2
+    assert (await a.consumer_beat(_plain(revoke, revoke.assignment or ()))).error_code == 0
+    got, answer = await b.answer(timeout=10)
+    assert got == cid
+    assert time.monotonic() - sent < 2.5
+    return wire.decode_consumer_group_heartbeat_v0(answer)
+
+
 async def test_a_newcomers_beat_sent_before_the_release_is_answered_with_the_partitions(
     tmp_path: Path,
 ) -> None:
     async with running(tmp_path, config(beat_ms=10_000)) as (server, conns):
         a, ja, b, jb = await _holder_and_newcomer(server, conns)
-        cid = b.send(wire.CONSUMER_GROUP_HEARTBEAT, 0, _plain(jb), flexible=True)
-        sent = time.monotonic()
-        await wait_until(lambda: len(server.beat_hold) == 1, timeout=10, what="b's beat held")
-        # a learns of its revocation and acks it at once: the partitions are free.
-        revoke = await a.consumer_beat(_plain(ja, ja.assignment or ()))
-        assert _count(revoke.assignment) == PARTITIONS // 2
-        assert (await a.consumer_beat(_plain(revoke, revoke.assignment or ()))).error_code == 0
-        got, body = await b.answer(timeout=10)
-        assert got == cid
-        answer = wire.decode_consumer_group_heartbeat_v0(body)
+        answer = await _held_then_released(server, a, ja, b, _plain(jb), "b's beat held")
         # Without the hold, b's beat was answered "nothing yet" before a acked.
         assert _count(answer.assignment) == PARTITIONS // 2, answer
-        assert time.monotonic() - sent < 2.5  # woken by the release, not at its 5 s deadline
         assert len(server.beat_hold) == 0
 
 
@@ -161,20 +169,11 @@ async def test_a_join_sent_before_the_release_is_answered_with_the_partitions(
 ) -> None:
     async with running(tmp_path, config(beat_ms=10_000)) as (server, conns):
         a, ja, b = await _holder(server, conns)
-        cid = b.send(wire.CONSUMER_GROUP_HEARTBEAT, 0, _JOIN, flexible=True)
-        sent = time.monotonic()
-        await wait_until(lambda: len(server.beat_hold) == 1, timeout=10, what="b's join held")
-        revoke = await a.consumer_beat(_plain(ja, ja.assignment or ()))
-        assert _count(revoke.assignment) == PARTITIONS // 2
-        assert (await a.consumer_beat(_plain(revoke, revoke.assignment or ()))).error_code == 0
-        got, body = await b.answer(timeout=10)
-        assert got == cid
-        answer = wire.decode_consumer_group_heartbeat_v0(body)
+        answer = await _held_then_released(server, a, ja, b, _JOIN, "b's join held")
         # Without the hold, b's join was answered with no partitions before a acked.
         assert answer.error_code == 0 and answer.member_id, answer
         assert _count(answer.assignment) == PARTITIONS // 2, answer
         assert answer.member_epoch > ja.member_epoch
-        assert time.monotonic() - sent < 2.5  # woken by the release, not at its 5 s deadline
         assert len(server.beat_hold) == 0
 
 
