@@ -38,9 +38,10 @@ up to the client's request timeout (librdkafka: the session timeout; Java: 30 s)
 member that *rejoins* times its join out after one heartbeat interval; that interval is longer
 than the hold unless the assignment interval is over a fifth of it (the defaults: 100 ms
 against 5 s), and a join it sends again releases the held one at once (answers stay in order).
-Capping the hold below one interval was measured: with the bench's 100 ms heartbeats, joins
-then expired before the group's second target half the time (1,000 forming in 0.39-0.79 s
-against 0.20-0.29 s).
+Capping the hold below one interval was measured (before the pacing after a one-member run,
+coordinator.core.consumer.target): with the bench's 100 ms heartbeats, joins then expired
+before the group's second target half the time (1,000 forming in 0.39-0.79 s against 0.20-0.29
+s uncapped).
 
 Pure: no I/O, no clock.
 """
