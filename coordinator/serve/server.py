@@ -468,9 +468,8 @@ class Server:
             with contextlib.suppress(TimeoutError):  # shield: a late fsync still releases
                 await asyncio.wait_for(asyncio.shield(self.runtime.drain()), drain_timeout_s)
             self.runtime.close()
-        for held in self.beat_hold.close():  # answered as parked ones are (their keys below 0)
-            conn = cast(Connection, held.conn)
-            self._pending[-1 - len(self._pending)] = (conn, held.header, None, held.t0)
+        for held in self.beat_hold.close():  # held beats and joins: answered as parked ones
+            self._not_coordinator(cast(Connection, held.conn), held.header, None, held.t0)
         for reply_to in list(self._pending):
             self._fail(reply_to, RuntimeError("shutting down"))
         for conn in list(self.connections):
@@ -775,8 +774,7 @@ class Server:
             return
         conn, header, context, t0 = entry
         if context is not None and header.api_key == _CONSUMER_GROUP_HEARTBEAT and not conn.closed:
-            answer = self.beat_hold.answered(conn, header, context, result, t0)
-            if answer is None:
+            if (answer := self.beat_hold.answered(conn, header, context, result, t0)) is None:
                 return  # a join waiting for its partitions (coordinator.serve.beat_hold)
             result = answer
         if self.stats is not None:
@@ -789,12 +787,14 @@ class Server:
         """The records this reply depended on are not durable: answer with the error Kafka maps
         a failed coordinator write to (docs/protocol.md §9.1), which clients retry on."""
         entry = self._pending.pop(reply_to, None)
-        if entry is None:
-            return
-        conn, header, request, t0 = entry
+        if entry is not None:
+            self._not_coordinator(*entry)
+
+    def _not_coordinator(
+        self, conn: Connection, header: RequestHeader, request: object, t0: int
+    ) -> None:
         if self.stats is not None:
             self.stats.done(header.api_key, ErrorCode.not_coordinator, t0)
-        if conn.closed:
-            return
-        response = adapters.error_response(header, request, ErrorCode.not_coordinator)
-        conn.send(codec.encode_response(header, response))
+        if not conn.closed:
+            response = adapters.error_response(header, request, ErrorCode.not_coordinator)
+            conn.send(codec.encode_response(header, response))
